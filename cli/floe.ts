@@ -1,0 +1,123 @@
+#!/usr/bin/env -S npx tsx
+import { loadSettings } from '../infra/settings.js';
+import { doctor, down, up } from '../infra/up.js';
+import { ROLES, runWorkers, type Role } from '../workers/worker.js';
+import { temporalClient } from '../workers/connect.js';
+import { getRunStatus, listRuns, pause, resume, startRun, stop, webUiLink, runWorkflowId } from '../client/runs.js';
+import { flag, parseArgs, UsageError } from './args.js';
+import { loadRunConfig } from './config.js';
+import { ConfigError } from '../core/config.js';
+import { runDemo } from './demo.js';
+
+const USAGE = `floe — durable asynchronous RL for software-engineering agents
+
+usage:
+  floe up [--only temporal,postgres,podman,image,python]   install and start what is missing
+  floe down                                               stop what floe up started
+  floe doctor [--json]                                    state of each component, and fixes
+  floe worker <control|sandbox|gpu|all> [--node NAME]     run a worker (all roles: embedded default)
+  floe run start [CONFIG.yaml] [--set key.path=value]…    start a training run
+  floe run list                                           runs known to Temporal
+  floe run status <run-id> [--json]
+  floe run pause|resume|stop <run-id>
+  floe demo [CONFIG.yaml] [--set key.path=value]…         the main job on the embedded default`;
+
+async function main(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  const s = loadSettings();
+  switch (cmd) {
+    case 'up': {
+      const p = parseArgs(rest, { only: 'value' });
+      await up(s, flag(p, 'only')?.split(','));
+      return 0;
+    }
+    case 'down':
+      await down(s);
+      return 0;
+    case 'doctor': {
+      const p = parseArgs(rest, { json: 'bool' });
+      const report = await doctor(s);
+      if (flag(p, 'json')) console.log(JSON.stringify(report, null, 2));
+      else for (const { name, health } of report) console.log(`${health.ok ? 'ok  ' : 'FAIL'} ${name.padEnd(9)} ${health.detail}${health.fix ? `\n     → ${health.fix}` : ''}`);
+      return report.every((r) => r.health.ok) ? 0 : 1;
+    }
+    case 'worker': {
+      const p = parseArgs(rest, { node: 'value' });
+      const role = p.positional[0];
+      if (role !== 'all' && !ROLES.includes(role as Role)) throw new UsageError(`unknown worker role '${role ?? ''}' (control, sandbox, gpu or all)`);
+      await runWorkers(s, role === 'all' ? ROLES : [role as Role], flag(p, 'node') ?? 'local');
+      return 0;
+    }
+    case 'run':
+      return runCommand(rest);
+    case 'demo': {
+      const p = parseArgs(rest, { set: 'multi' });
+      const config = loadRunConfig(p.positional[0], p.flags.get('set') ?? []);
+      await up(s);
+      return runDemo(s, config);
+    }
+    case undefined:
+    case 'help':
+    case '--help':
+      console.log(USAGE);
+      return cmd === undefined ? 2 : 0;
+    default:
+      throw new UsageError(`unknown command '${cmd}'`);
+  }
+}
+
+async function runCommand(argv: string[]): Promise<number> {
+  const [sub, ...rest] = argv;
+  const s = loadSettings();
+  const p = parseArgs(rest, { set: 'multi', json: 'bool' });
+  const client = await temporalClient(s);
+  const runId = () => {
+    const id = p.positional[0];
+    if (!id) throw new UsageError(`floe run ${sub} needs a run id (see \`floe run list\`)`);
+    return id;
+  };
+  try {
+    switch (sub) {
+      case 'start': {
+        const config = loadRunConfig(p.positional[0], p.flags.get('set') ?? []);
+        const { runId: id, workflowId } = await startRun(client, config);
+        console.log(`started run ${id}\n  workflow ${workflowId}\n  Web UI   ${webUiLink(s, workflowId)}`);
+        return 0;
+      }
+      case 'list': {
+        const runs = await listRuns(client);
+        if (!runs.length) console.log('no runs yet: floe run start [config]');
+        for (const r of runs) console.log(`${r.runId.padEnd(48)} ${r.status.padEnd(11)} ${r.startTime.toISOString()}`);
+        return 0;
+      }
+      case 'status': {
+        const st = await getRunStatus(client, runId());
+        if (flag(p, 'json')) console.log(JSON.stringify(st, null, 2));
+        else console.log(`${st.runId}: ${st.state}, policy v${st.policyVersion}, updates ${st.updatesDone}/${st.updatesTarget}, rollouts ${st.rolloutsFinished} (${st.rolloutsInFlight} in flight, ${st.discardedStale} stale), reward ${st.lastMeanReward ?? '–'}, pool ${st.pool.active} active\n  Web UI ${webUiLink(s, runWorkflowId(st.runId))}`);
+        return 0;
+      }
+      case 'pause':
+      case 'resume':
+      case 'stop': {
+        const fn = { pause, resume, stop }[sub];
+        const st = await fn(client, runId());
+        console.log(`${st.runId}: ${st.state}`);
+        return 0;
+      }
+      default:
+        throw new UsageError(`unknown subcommand 'run ${sub ?? ''}' (start, list, status, pause, resume, stop)`);
+    }
+  } finally {
+    await client.connection.close();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    if (err instanceof UsageError) console.error(`floe: ${err.message}\n\n${USAGE}`);
+    else if (err instanceof ConfigError) console.error(`floe: ${err.message}`);
+    else console.error(`floe: ${(err as Error).message ?? String(err)}`);
+    process.exit(2);
+  },
+);

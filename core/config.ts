@@ -1,0 +1,137 @@
+import { z } from 'zod';
+
+/** One schema for a run's config. Defaults fit the embedded setup (one machine, tiny CPU
+ *  policy, toy tasks). Validated at start-up by `floe run start`; an invalid field is named
+ *  with its path before anything runs. */
+
+const positiveInt = z.number().int().positive();
+const nonNegInt = z.number().int().nonnegative();
+const fraction = z.number().min(0).max(1);
+
+export const EngineSchema = z.strictObject({
+  id: z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'lower-case letters, digits, - and _'),
+  url: z.url(),
+  /** Task queue of the gpu worker on the node this engine runs on. */
+  node: z.string().min(1).default('local'),
+});
+
+export const RunConfigSchema = z.strictObject({
+  name: z.string().min(1).max(100).default('stress-test'),
+  seed: nonNegInt.default(0),
+  tasks: z.strictObject({
+    /** 'toy' = the suite under tasks/toy, or a path to a JSONL file of SWE-bench-style rows. */
+    source: z.string().min(1).default('toy'),
+    /** Restrict to these instance ids (empty = all). */
+    include: z.array(z.string()).default([]),
+    /** Use at most this many tasks (0 = all). */
+    limit: nonNegInt.default(0),
+    /** Drop tasks whose tests are known to accept a wrong patch (data audit / metadata). */
+    excludeLooseTests: z.boolean().default(true),
+    onBadRow: z.enum(['skip', 'fail']).default('fail'),
+  }).prefault({}),
+  policy: z.strictObject({
+    model: z.string().min(1).default('tiny'),
+    /** Starting checkpoint; empty = the SFT warm start built by `floe up`. */
+    checkpoint: z.string().default(''),
+    temperature: z.number().positive().max(5).default(1),
+    topP: z.number().gt(0).max(1).default(1),
+    maxTokensPerTurn: positiveInt.max(32768).default(160),
+  }).prefault({}),
+  engines: z.strictObject({
+    /** Embedded engines floe starts itself (0 when `endpoints` lists external ones). */
+    count: nonNegInt.max(16).default(2),
+    endpoints: z.array(EngineSchema).default([]),
+    router: z.enum(['least-loaded', 'sticky', 'round-robin']).default('least-loaded'),
+    /** Consecutive failures before an engine is taken out of rotation until healthy. */
+    unhealthyAfter: positiveInt.default(2),
+  }).prefault({}),
+  trainer: z.strictObject({
+    url: z.string().default(''),
+    node: z.string().min(1).default('local'),
+    lr: z.number().positive().max(1).default(3e-4),
+    clipLow: fraction.default(0.2),
+    clipHigh: z.number().min(0).max(10).default(0.28),
+    advantage: z.enum(['group', 'group-std']).default('group-std'),
+  }).prefault({}),
+  rollout: z.strictObject({
+    /** G: attempts per task in a group (advantages are relative within a group). */
+    groupSize: positiveInt.max(64).default(8),
+    /** Rollouts in flight at once. */
+    maxInFlight: positiveInt.max(4096).default(16),
+    maxTurns: positiveInt.max(200).default(4),
+    maxTotalTokens: positiveInt.default(2048),
+    maxWallSeconds: positiveInt.default(120),
+    /** Observation text shown to the model is truncated to this many characters. */
+    maxObservationChars: positiveInt.default(400),
+  }).prefault({}),
+  training: z.strictObject({
+    /** Groups per weight update. */
+    groupsPerUpdate: positiveInt.default(4),
+    /** Updates to run (the stop condition of the main job). */
+    updates: positiveInt.max(100000).default(60),
+    /** A rollout is stale, and discarded, when the policy advanced more than this many
+     *  versions since its first token. */
+    maxOffPolicySteps: nonNegInt.default(2),
+    /** Continue-as-new after this many workflow history events (Temporal limits at 50k). */
+    historyEventLimit: positiveInt.default(8000),
+  }).prefault({}),
+  eviction: z.strictObject({
+    enabled: z.boolean().default(true),
+    /** Retire as mastered when all of the last k attempts were solved. */
+    masteredK: positiveInt.default(16),
+    /** Retire as hopeless when none of the last m attempts was solved. */
+    hopelessM: positiveInt.default(32),
+    /** Re-score retired tasks every R updates with the current weights. */
+    recheckEvery: positiveInt.default(10),
+    recheckAttempts: positiveInt.default(4),
+    /** Revive a mastered task when its recheck success rate falls below this. */
+    reviveBelow: fraction.default(0.75),
+  }).prefault({}),
+  sandbox: z.strictObject({
+    cpus: z.number().positive().max(64).default(1),
+    memoryMb: positiveInt.min(32).default(256),
+    pidsLimit: positiveInt.min(8).default(64),
+    commandTimeoutSeconds: positiveInt.max(3600).default(20),
+    maxOutputBytes: positiveInt.default(64 * 1024),
+    diskMb: positiveInt.default(256),
+    gradeTimeoutSeconds: positiveInt.default(60),
+    /** Task queue of the sandbox worker (one per container host). */
+    host: z.string().min(1).default('local'),
+  }).prefault({}),
+});
+
+export type RunConfig = z.infer<typeof RunConfigSchema>;
+export type RunConfigInput = z.input<typeof RunConfigSchema>;
+
+export class ConfigError extends Error {
+  constructor(public readonly issues: { path: string; message: string }[], source: string) {
+    super(`invalid run config (${source}):\n${issues.map((i) => `  ${i.path || '(root)'}: ${i.message}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export function parseRunConfig(input: unknown, source = 'config'): RunConfig {
+  const r = RunConfigSchema.safeParse(input ?? {});
+  if (r.success) return r.data;
+  throw new ConfigError(r.error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message })), source);
+}
+
+/** Apply `--set a.b.c=value` overrides (values parsed as JSON when they parse, else strings). */
+export function applyOverrides(base: Record<string, unknown>, overrides: string[]): Record<string, unknown> {
+  const out = structuredClone(base);
+  for (const o of overrides) {
+    const eq = o.indexOf('=');
+    if (eq <= 0) throw new ConfigError([{ path: o, message: 'override must look like key.path=value' }], '--set');
+    const keys = o.slice(0, eq).split('.');
+    const raw = o.slice(eq + 1);
+    let value: unknown;
+    try { value = JSON.parse(raw); } catch { value = raw; }
+    let node = out as Record<string, unknown>;
+    for (const k of keys.slice(0, -1)) {
+      if (typeof node[k] !== 'object' || node[k] === null) node[k] = {};
+      node = node[k] as Record<string, unknown>;
+    }
+    node[keys[keys.length - 1]] = value;
+  }
+  return out;
+}

@@ -1,0 +1,26 @@
+import tseslint from 'typescript-eslint';
+import { builtinModules } from 'node:module';
+
+const nodeBuiltins = [...builtinModules, ...builtinModules.map((m) => `node:${m}`)];
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', '.floe/**', 'engine/**', 'test/out/**', 'bench/out/**', 'runs/**', 'tasks/toy/**/repo/**'] },
+  ...tseslint.configs.recommended,
+  {
+    files: ['**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+    },
+  },
+  {
+    // Workflow code is bundled into Temporal's deterministic sandbox: no Node APIs, no I/O.
+    files: ['workflows/**/*.ts', 'core/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { paths: nodeBuiltins.map((name) => ({ name, message: 'Workflow and core code must not import Node APIs (determinism); do the work in an activity.' })), patterns: ['pg', 'dockerode', '**/activities/*', '!**/activities/types'] }],
+      'no-restricted-globals': ['error', 'process', 'Buffer', 'setImmediate', '__dirname', 'require'],
+    },
+  },
+);

@@ -1,0 +1,10 @@
+import type { Component } from './types.js';
+import { temporal } from './temporal.js';
+import { postgres } from './postgres.js';
+import { podman } from './podman.js';
+import { image } from './image.js';
+import { python } from './python.js';
+
+/** In start order; `floe down` stops them in reverse. */
+export const COMPONENTS: Component[] = [temporal, postgres, podman, image, python];
+export type { Component, Health } from './types.js';

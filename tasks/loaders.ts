@@ -1,0 +1,86 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseTaskRow, TaskRowError, type Task } from '../core/taskModel.js';
+
+/** Loaders: JSONL files of dataset rows, and the toy suite (one folder per task). A bad row
+ *  is reported with its line number and field; the caller chooses to skip it or fail. */
+
+export const toyDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'toy');
+
+export interface LoadResult { tasks: Task[]; errors: TaskRowError[] }
+export type OnBadRow = 'skip' | 'fail';
+
+function finish(tasks: Task[], errors: TaskRowError[], onBadRow: OnBadRow): LoadResult {
+  if (errors.length && onBadRow === 'fail') {
+    throw new Error(`${errors.length} bad task row(s):\n${errors.map((e) => `  ${e.message}`).join('\n')}\nFix the rows, or load with onBadRow: 'skip' to leave them out.`);
+  }
+  const seen = new Set<string>();
+  for (const t of tasks) {
+    if (seen.has(t.instanceId)) throw new Error(`duplicate instance_id ${t.instanceId}`);
+    seen.add(t.instanceId);
+  }
+  return { tasks, errors };
+}
+
+export function loadJsonl(file: string, opts: { onBadRow: OnBadRow; dataset?: string }): LoadResult {
+  const text = fs.readFileSync(file, 'utf8');
+  const tasks: Task[] = [];
+  const errors: TaskRowError[] = [];
+  const name = path.basename(file);
+  text.split('\n').forEach((line, i) => {
+    if (!line.trim()) return;
+    const where = `${name}:${i + 1}`;
+    let raw: unknown;
+    try {
+      raw = JSON.parse(line);
+    } catch (err) {
+      errors.push(new TaskRowError(where, '', `not valid JSON (${(err as Error).message})`));
+      return;
+    }
+    try {
+      tasks.push(parseTaskRow(raw, where, opts.dataset ?? name.replace(/\.jsonl$/, '')));
+    } catch (err) {
+      if (err instanceof TaskRowError) errors.push(err);
+      else throw err;
+    }
+  });
+  return finish(tasks, errors, opts.onBadRow);
+}
+
+export function loadToySuite(opts: { onBadRow: OnBadRow; dir?: string }): LoadResult {
+  const dir = opts.dir ?? toyDir;
+  const tasks: Task[] = [];
+  const errors: TaskRowError[] = [];
+  for (const id of fs.readdirSync(dir).sort()) {
+    const file = path.join(dir, id, 'task.json');
+    if (!fs.existsSync(file)) continue;
+    const where = path.relative(process.cwd(), file);
+    try {
+      const task = parseTaskRow(JSON.parse(fs.readFileSync(file, 'utf8')), where, 'toy', path.join(dir, id, 'repo'));
+      if (task.instanceId !== id) throw new TaskRowError(where, 'instance_id', `is ${task.instanceId} but the folder is ${id}`);
+      tasks.push(task);
+    } catch (err) {
+      if (err instanceof TaskRowError) errors.push(err);
+      else if (err instanceof SyntaxError) errors.push(new TaskRowError(where, '', `not valid JSON (${err.message})`));
+      else throw err;
+    }
+  }
+  return finish(tasks, errors, opts.onBadRow);
+}
+
+export interface PoolSelection { source: string; include: string[]; limit: number; excludeLooseTests: boolean; onBadRow: OnBadRow }
+
+/** The tasks a run trains on, in a stable order. */
+export function selectTasks(sel: PoolSelection): LoadResult {
+  const loaded = sel.source === 'toy' ? loadToySuite({ onBadRow: sel.onBadRow }) : loadJsonl(sel.source, { onBadRow: sel.onBadRow });
+  let tasks = loaded.tasks;
+  if (sel.include.length) {
+    const missing = sel.include.filter((id) => !tasks.some((t) => t.instanceId === id));
+    if (missing.length) throw new Error(`tasks.include names unknown task ids: ${missing.join(', ')}`);
+    tasks = tasks.filter((t) => sel.include.includes(t.instanceId));
+  }
+  if (sel.excludeLooseTests) tasks = tasks.filter((t) => t.looseTests !== true);
+  if (sel.limit > 0) tasks = tasks.slice(0, sel.limit);
+  return { tasks, errors: loaded.errors };
+}

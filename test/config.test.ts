@@ -1,0 +1,51 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { applyOverrides, ConfigError, parseRunConfig } from '../core/config.js';
+import { loadRunConfig } from '../cli/config.js';
+
+const tmp = (name: string, text: string) => {
+  const f = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'floe-cfg-')), name);
+  fs.writeFileSync(f, text);
+  return f;
+};
+
+describe('run config', () => {
+  it('has defaults that fit the embedded setup', () => {
+    const c = parseRunConfig({});
+    expect(c.tasks.source).toBe('toy');
+    expect(c.engines.router).toBe('least-loaded');
+    expect(c.rollout.groupSize).toBeGreaterThan(1);
+    expect(c.sandbox.memoryMb).toBeGreaterThan(0);
+  });
+
+  it('names the path and the reason of every bad field', () => {
+    try {
+      parseRunConfig({ rollout: { groupSize: 0, extra: true }, engines: { router: 'random' } }, 'bad.yaml');
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      const msg = (err as Error).message;
+      expect(msg).toContain('bad.yaml');
+      expect(msg).toMatch(/rollout\.groupSize: .*>0/);
+      expect(msg).toMatch(/rollout: Unrecognized key: "extra"/);
+      expect(msg).toMatch(/engines\.router: .*least-loaded/);
+    }
+  });
+
+  it('applies --set overrides, parsing JSON values', () => {
+    const o = applyOverrides({ rollout: { groupSize: 4 } }, ['rollout.groupSize=2', 'name=x y', 'tasks.include=["a","b"]']);
+    expect(parseRunConfig(o)).toMatchObject({ name: 'x y', rollout: { groupSize: 2 }, tasks: { include: ['a', 'b'] } });
+    expect(() => applyOverrides({}, ['novalue'])).toThrow(/key\.path=value/);
+  });
+
+  it('reads YAML and JSON files and refuses broken ones with the file name', () => {
+    expect(loadRunConfig(tmp('ok.yaml', 'name: demo\nrollout:\n  groupSize: 3\n')).rollout.groupSize).toBe(3);
+    expect(loadRunConfig(tmp('ok.json', '{"training": {"updates": 5}}')).training.updates).toBe(5);
+    expect(() => loadRunConfig(tmp('bad.yaml', 'rollout: [1, 2'))).toThrow(/bad\.yaml.*cannot parse/s);
+    expect(() => loadRunConfig(tmp('list.yaml', '- 1\n- 2\n'))).toThrow(/top level must be a mapping/);
+    expect(() => loadRunConfig(tmp('typo.yaml', 'sandbox:\n  memoryMB: 100\n'))).toThrow(/sandbox: Unrecognized key: "memoryMB"/);
+    expect(() => loadRunConfig('/nonexistent/floe.yaml')).toThrow(/file not found/);
+  });
+});

@@ -1,0 +1,12 @@
+import { defineConfig } from 'vitest/config';
+
+// The Temporal SDK's native bridge has crashed under thread pools: run test files in forks.
+export default defineConfig({
+  test: {
+    pool: 'forks',
+    include: ['test/**/*.test.ts'],
+    testTimeout: 60_000,
+    hookTimeout: 180_000,
+    fileParallelism: false,
+  },
+});

@@ -1,0 +1,49 @@
+import { Worker, bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Settings } from '../infra/settings.js';
+import { CONTROL_QUEUE, gpuQueue, sandboxQueue } from '../core/taskQueues.js';
+import { controlActivities, gpuActivities, sandboxActivities } from './activities.js';
+import { workerConnection } from './connect.js';
+
+/** Worker roles:
+ *  - control: every workflow, plus the db / task / router activities;
+ *  - sandbox: containers on one host (task queue floe-sandbox@<host>);
+ *  - gpu: the trainer and engines on one node (task queue floe-gpu@<node>). */
+
+export type Role = 'control' | 'sandbox' | 'gpu';
+export const ROLES: Role[] = ['control', 'sandbox', 'gpu'];
+
+export const workflowsPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'workflows', 'index.ts');
+
+let bundle: Promise<WorkflowBundleWithSourceMap> | null = null;
+/** Bundle workflow code once per process (several control workers share it). */
+export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
+  bundle ??= bundleWorkflowCode({ workflowsPath, logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } as never });
+  return bundle;
+}
+
+export async function createWorker(s: Settings, role: Role, node = 'local'): Promise<Worker | null> {
+  const connection = await workerConnection(s);
+  const common = { connection, namespace: s.temporal.namespace };
+  switch (role) {
+    case 'control':
+      return Worker.create({ ...common, taskQueue: CONTROL_QUEUE, workflowBundle: await workflowBundle(), activities: controlActivities(s) });
+    case 'sandbox':
+    case 'gpu': {
+      const activities = role === 'sandbox' ? sandboxActivities(s, node) : gpuActivities(s, node);
+      if (Object.keys(activities).length === 0) return null; // this checkout has no activities of that role
+      return Worker.create({ ...common, taskQueue: role === 'sandbox' ? sandboxQueue(node) : gpuQueue(node), activities });
+    }
+  }
+}
+
+/** Run workers until a signal arrives; the embedded default runs all roles in one process. */
+export async function runWorkers(s: Settings, roles: Role[], node = 'local'): Promise<void> {
+  const workers = (await Promise.all(roles.map((r) => createWorker(s, r, node)))).filter((w): w is Worker => w !== null);
+  process.stderr.write(`[floe] workers running on ${workers.map((w) => w.options.taskQueue).join(', ')}\n`);
+  const stop = () => workers.forEach((w) => w.shutdown());
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  await Promise.all(workers.map((w) => w.run()));
+}

@@ -1,0 +1,2 @@
+// The workflow bundle's entry point: every workflow type floe registers.
+export { trainingRun } from './trainingRun.js';
