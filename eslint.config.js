@@ -19,7 +19,11 @@ export default tseslint.config(
     // Workflow code is bundled into Temporal's deterministic sandbox: no Node APIs, no I/O.
     files: ['workflows/**/*.ts', 'core/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { paths: nodeBuiltins.map((name) => ({ name, message: 'Workflow and core code must not import Node APIs (determinism); do the work in an activity.' })), patterns: ['pg', 'dockerode', '**/activities/*', '!**/activities/types'] }],
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        paths: nodeBuiltins.map((name) => ({ name, message: 'Workflow and core code must not import Node APIs (determinism); do the work in an activity.' })),
+        // activities may be imported for their types only (proxyActivities<typeof …>)
+        patterns: [{ group: ['pg', 'dockerode', '**/activities/*', '**/infra/*'], allowTypeImports: true, message: 'side effects belong in activities; import their types only' }],
+      }],
       'no-restricted-globals': ['error', 'process', 'Buffer', 'setImmediate', '__dirname', 'require'],
     },
   },

@@ -51,7 +51,13 @@ const handle = (client: Client, runId: string) => client.workflow.getHandle(runW
 export async function getRunStatus(client: Client, runId: string): Promise<RunStatus> {
   const h = handle(client, runId);
   const desc = await h.describe();
-  if (desc.status.name === 'RUNNING') return h.query(runStatus);
+  if (desc.status.name === 'RUNNING') {
+    try {
+      return await h.query(runStatus);
+    } catch (err) {
+      throw new Error(`run ${runId} is running but did not answer its status query (${(err as Error).message}); is a control worker up? Start one with \`floe worker control\` (or \`floe worker all\`)`);
+    }
+  }
   return (await h.result()) as RunStatus;
 }
 

@@ -4,17 +4,14 @@ import { z } from 'zod';
  *  rows and the SWE-Gym, R2E-Gym and SWE-rebench variants, plus floe's toy suite. */
 
 /** FAIL_TO_PASS / PASS_TO_PASS arrive as arrays or as JSON-encoded strings of arrays. */
-const testList = z.union([
-  z.array(z.string()),
-  z.string().transform((s, ctx) => {
-    try {
-      const v: unknown = JSON.parse(s);
-      if (Array.isArray(v) && v.every((x) => typeof x === 'string')) return v as string[];
-    } catch { /* reported below */ }
-    ctx.addIssue({ code: 'custom', message: 'must be a JSON array of test ids (or an array)' });
-    return z.NEVER;
-  }),
-]);
+const testList = z.preprocess((v) => {
+  if (typeof v !== 'string') return v;
+  try {
+    return JSON.parse(v) as unknown;
+  } catch {
+    return v; // fails the array check below, with its message
+  }
+}, z.array(z.string(), { error: 'must be a JSON array of test ids (or an array)' }));
 
 const ToolCallSchema = z.strictObject({ name: z.string(), arguments: z.record(z.string(), z.unknown()) });
 

@@ -4,10 +4,11 @@ import { COMPONENTS, type Health } from './components/index.js';
 
 /** floe up / down / doctor over every component. */
 
-export async function up(s: Settings, only?: string[]): Promise<void> {
+export async function up(s: Settings, opts: { only?: string[]; test?: boolean } = {}): Promise<void> {
   for (const dir of [s.home, s.dataDir, s.logDir, s.runDir]) fs.mkdirSync(dir, { recursive: true });
   for (const c of COMPONENTS) {
-    if (only && !only.includes(c.name)) continue;
+    if (opts.only && !opts.only.includes(c.name)) continue;
+    if (c.testOnly && !opts.test && !opts.only?.includes(c.name)) continue;
     await c.up(s);
   }
 }

@@ -1,4 +1,4 @@
-import { ContinueAsNew, condition, continueAsNew, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ContinueAsNew, allHandlersFinished, condition, continueAsNew, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { RunConfig } from '../core/config.js';
 import { FloeKind, FloeMeanReward, FloePolicyVersion, FloeRunId } from '../core/searchAttributes.js';
 import type { DbActivities } from '../activities/db.js';
@@ -22,7 +22,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
   try {
     return await runLoop(input);
   } catch (err) {
-    if (!isContinueAsNew(err)) await db.recordRunState({ runId: input.runId, state: 'failed', summary: { error: String((err as Error).message ?? err) } });
+    if (!isContinueAsNew(err)) await db.recordRunState({ runId: input.runId, state: 'failed', summary: { error: failureMessage(err) } });
     throw err;
   }
 }
@@ -90,9 +90,11 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
     await condition(() => status.state === 'stopping');
   }
 
-  status.state = 'stopped';
+  // Let the stop handler's own audit write land first, so Postgres ends on 'stopped'.
+  await condition(allHandlersFinished);
   setMeanReward(status.lastMeanReward);
-  await db.recordRunState({ runId, state: 'stopped', summary: { ...status, stopReason } });
+  await db.recordRunState({ runId, state: 'stopped', summary: { ...status, state: 'stopped', stopReason } });
+  status.state = 'stopped';
   return status;
 }
 
@@ -102,4 +104,15 @@ function setMeanReward(reward: number | null): void {
 
 function isContinueAsNew(err: unknown): boolean {
   return err instanceof ContinueAsNew;
+}
+
+/** The innermost cause's message: an activity failure wraps the error that explains it. */
+function failureMessage(err: unknown): string {
+  let e = err as { message?: string; cause?: unknown } | undefined;
+  const parts: string[] = [];
+  while (e) {
+    if (e.message) parts.push(e.message);
+    e = e.cause as typeof e;
+  }
+  return parts.length ? parts[parts.length - 1] : String(err);
 }

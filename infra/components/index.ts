@@ -4,7 +4,8 @@ import { postgres } from './postgres.js';
 import { podman } from './podman.js';
 import { image } from './image.js';
 import { python } from './python.js';
+import { browser } from './browser.js';
 
 /** In start order; `floe down` stops them in reverse. */
-export const COMPONENTS: Component[] = [temporal, postgres, podman, image, python];
+export const COMPONENTS: Component[] = [temporal, postgres, podman, image, python, browser];
 export type { Component, Health } from './types.js';

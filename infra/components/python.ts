@@ -1,6 +1,5 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Settings } from '../settings.js';
 import { repoRoot } from '../settings.js';
 import type { Component, Health } from './types.js';
 import { log, mustRun, run } from '../proc.js';

@@ -3,6 +3,8 @@ import type { Settings } from '../settings.js';
 /** One service or artefact that `floe up` installs and starts, `floe down` stops and `floe doctor` checks. */
 export interface Component {
   name: string;
+  /** Installed only by `floe up --test` (tools the test suite needs, not floe itself). */
+  testOnly?: boolean;
   /** Install what is missing and start it; idempotent. */
   up(s: Settings): Promise<void>;
   /** Stop what `up` started (no-op for artefacts and external services). */

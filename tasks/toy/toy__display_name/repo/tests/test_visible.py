@@ -1,0 +1,5 @@
+from names import initials
+
+
+def test_initials():
+    assert initials("ada", "lovelace") == "AL"

@@ -1,0 +1,3 @@
+def unique(xs):
+    """Remove duplicates, keeping the first occurrence of each item, in order."""
+    return list(set(xs))

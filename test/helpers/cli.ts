@@ -1,0 +1,22 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+
+/** Run the real `floe` CLI as a user would. Asynchronous on purpose: the test process hosts
+ *  workers, whose event loop a synchronous spawn would block. */
+export const floeBin = path.join(import.meta.dirname, '..', '..', 'bin', 'floe');
+
+export function floe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(floeBin, args, { env: { ...process.env, ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code: code ?? -1, stdout, stderr });
+    });
+  });
+}

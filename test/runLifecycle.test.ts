@@ -1,0 +1,142 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Worker } from '@temporalio/worker';
+import { chromium } from 'playwright-core';
+import { temporal, temporalBin } from '../infra/components/temporal.js';
+import { CHROMIUM } from '../infra/components/browser.js';
+import { run } from '../infra/proc.js';
+import { getRunStatus, runWorkflowId } from '../client/runs.js';
+import { workflowsPath } from '../workers/worker.js';
+import { settings, withWorkers, type Platform } from './helpers/platform.js';
+import { floe } from './helpers/cli.js';
+import { eventually } from './helpers/wait.js';
+
+/** The platform end to end: the floe CLI starts, lists, pauses, resumes and stops a real run
+ *  on the real Temporal server, Postgres follows, history survives a server restart, the Web
+ *  UI shows the run, and recorded histories replay deterministically. */
+
+const dataset = path.join(import.meta.dirname, 'fixtures', 'datasets', 'swe-gym.jsonl');
+const outDir = path.join(import.meta.dirname, 'out');
+let platform: Platform;
+let db: pg.Client;
+const finished: string[] = [];
+
+beforeAll(async () => {
+  platform = await withWorkers(['control']);
+  db = new pg.Client({ connectionString: settings.postgres.url });
+  await db.connect();
+  fs.mkdirSync(outDir, { recursive: true });
+});
+afterAll(async () => {
+  await db?.end();
+  await platform?.close();
+});
+
+async function startViaCli(name: string): Promise<string> {
+  const r = (await floe(['run', 'start', '--set', `name=${name}`, '--set', `tasks.source=${dataset}`]));
+  expect(r.stderr).toBe('');
+  expect(r.code).toBe(0);
+  const m = /started run (\S+)/.exec(r.stdout);
+  expect(m, r.stdout).not.toBeNull();
+  expect(r.stdout).toContain(`${settings.temporal.uiUrl}/namespaces/default/workflows/floe-run-`);
+  return m![1];
+}
+
+const dbStatus = async (runId: string) => (await db.query('select status, ended_at from runs where run_id = $1', [runId])).rows[0];
+
+describe('runs through the floe CLI', () => {
+  it('start, list (also in `temporal workflow list`), status, pause, resume, stop', async () => {
+    const runId = await startViaCli('lifecycle');
+    const listed = run(temporalBin(settings), ['workflow', 'list', '--address', settings.temporal.address, '--query', `WorkflowId = '${runWorkflowId(runId)}'`]);
+    expect(listed.stdout).toContain(runWorkflowId(runId));
+    expect((await floe(['run', 'list'])).stdout).toContain(runId);
+
+    await eventually('the task pool to load', () => getRunStatus(platform.client, runId), (s) => s.pool.active === 1);
+    expect((await floe(['run', 'status', runId])).stdout).toMatch(new RegExp(`${runId}: running`));
+    expect((await floe(['run', 'pause', runId])).stdout).toContain('paused');
+    expect((await dbStatus(runId)).status).toBe('paused');
+    expect((await floe(['run', 'resume', runId])).stdout).toContain('running');
+    expect((await dbStatus(runId)).status).toBe('running');
+    expect((await floe(['run', 'stop', runId])).stdout).toMatch(/stopping|stopped/);
+    await eventually('the run to stop', () => getRunStatus(platform.client, runId), (s) => s.state === 'stopped');
+    const row = await dbStatus(runId);
+    expect(row.status).toBe('stopped');
+    expect(row.ended_at).not.toBeNull();
+    const json = JSON.parse((await floe(['run', 'status', runId, '--json'])).stdout);
+    expect(json).toMatchObject({ runId, state: 'stopped' });
+    finished.push(runWorkflowId(runId));
+  });
+
+  it('refuses a bad config, naming the field, before anything runs', async () => {
+    const before = (await db.query('select count(*)::int as n from runs')).rows[0].n;
+    const bad = path.join(outDir, 'bad-run.yaml');
+    fs.writeFileSync(bad, 'rollout:\n  groupSize: -2\nengines:\n  router: fastest\n');
+    const r = (await floe(['run', 'start', bad]));
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/rollout\.groupSize: Too small/);
+    expect(r.stderr).toMatch(/engines\.router: Invalid option/);
+    const after = (await db.query('select count(*)::int as n from runs')).rows[0].n;
+    expect(after).toBe(before);
+    const none = run(temporalBin(settings), ['workflow', 'count', '--address', settings.temporal.address, '--query', `WorkflowType = 'trainingRun' AND StartTime > '${new Date(Date.now() - 5000).toISOString()}'`]);
+    expect(none.stdout).toMatch(/Total: 0/);
+    expect((await floe(['run', 'frobnicate'])).stderr).toMatch(/unknown subcommand 'run frobnicate'/);
+    expect((await floe(['run', 'status'])).stderr).toMatch(/needs a run id/);
+  });
+
+  it('a bad task source fails the run with the reason recorded in Postgres', async () => {
+    const r = (await floe(['run', 'start', '--set', 'name=badsource', '--set', 'tasks.source=/no/such.jsonl']));
+    const runId = /started run (\S+)/.exec(r.stdout)![1];
+    await eventually('the run to fail', () => dbStatus(runId), (row) => row?.status === 'failed');
+    const summary = (await db.query('select summary from runs where run_id = $1', [runId])).rows[0].summary;
+    expect(summary.error).toMatch(/no such file|ENOENT/i);
+  });
+
+  it('keeps history across a restart of the Temporal server', async () => {
+    const runId = await startViaCli('survives-restart');
+    await eventually('the task pool to load', () => getRunStatus(platform.client, runId), (s) => s.pool.active === 1);
+    await temporal.down(settings);
+    await temporal.up(settings);
+    const desc = await eventually('the workflow after restart', () => platform.client.workflow.getHandle(runWorkflowId(runId)).describe(), (d) => d.status.name === 'RUNNING');
+    expect(desc.workflowId).toBe(runWorkflowId(runId));
+    // the worker reconnects by itself and the run goes on answering
+    await eventually('status after restart', () => getRunStatus(platform.client, runId), (s) => s.state === 'running' && s.pool.active === 1, 90_000);
+    expect((await floe(['run', 'stop', runId])).code).toBe(0);
+    await eventually('the run to stop', () => getRunStatus(platform.client, runId), (s) => s.state === 'stopped');
+    finished.push(runWorkflowId(runId));
+  }, 180_000);
+
+  it('the Temporal Web UI lists the run', async () => {
+    const runId = await startViaCli('in-the-web-ui');
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+    try {
+      const page = await browser.newPage();
+      await page.goto(`${settings.temporal.uiUrl}/namespaces/${settings.temporal.namespace}/workflows`);
+      await page.getByText(runWorkflowId(runId)).first().waitFor({ timeout: 60_000 });
+      await page.screenshot({ path: path.join(outDir, 'webui-workflows.png') });
+    } finally {
+      await browser.close();
+      await floe(['run', 'stop', runId]);
+    }
+  }, 120_000);
+
+  it('replays the recorded histories with the current workflow code', async () => {
+    expect(finished.length).toBeGreaterThan(0);
+    const histories = await Promise.all(finished.map(async (workflowId) => ({ workflowId, history: await platform.client.workflow.getHandle(workflowId).fetchHistory() })));
+    for await (const result of Worker.runReplayHistories({ workflowsPath }, histories)) {
+      expect(result.error, `${result.workflowId}: ${String(result.error)}`).toBeUndefined();
+    }
+    if (process.env.FLOE_RECORD_HISTORIES) {
+      const dir = path.join(import.meta.dirname, 'fixtures', 'histories');
+      fs.mkdirSync(dir, { recursive: true });
+      for (const h of histories) {
+        const json = run(temporalBin(settings), ['workflow', 'show', '--address', settings.temporal.address, '--workflow-id', h.workflowId, '--output', 'json']);
+        fs.writeFileSync(path.join(dir, `trainingRun-${h.workflowId.replace(/^floe-run-/, '').replace(/-\d{8}T.*$/, '')}.json`), json.stdout);
+      }
+    }
+  });
+});
