@@ -12,7 +12,9 @@ import { runDemo } from './demo.js';
 const USAGE = `floe — durable asynchronous RL for software-engineering agents
 
 usage:
-  floe up [--only temporal,postgres,podman,image,python]   install and start what is missing
+  floe up [--only a,b] [--test]                           install and start what is missing
+                                                          (temporal, postgres, podman, image, python;
+                                                          --test adds the browser the UI tests drive)
   floe down                                               stop what floe up started
   floe doctor [--json]                                    state of each component, and fixes
   floe worker <control|sandbox|gpu|all> [--node NAME]     run a worker (all roles: embedded default)
@@ -27,8 +29,8 @@ async function main(argv: string[]): Promise<number> {
   const s = loadSettings();
   switch (cmd) {
     case 'up': {
-      const p = parseArgs(rest, { only: 'value' });
-      await up(s, flag(p, 'only')?.split(','));
+      const p = parseArgs(rest, { only: 'value', test: 'bool' });
+      await up(s, { only: flag(p, 'only')?.split(','), test: flag(p, 'test') === 'true' });
       return 0;
     }
     case 'down':
