@@ -1,0 +1,42 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import YAML from 'yaml';
+import { describe, expect, it } from 'vitest';
+
+/** docker-compose.yml cannot run here (no Docker engine); check that it parses and that it
+ *  names the services and ports the README describes. */
+const root = path.join(import.meta.dirname, '..');
+
+function readmeServices(): { service: string; port: string }[] {
+  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
+  const table = /<!-- compose-services -->([\s\S]*?)<!-- \/compose-services -->/.exec(readme);
+  expect(table, 'README has a compose-services table').not.toBeNull();
+  return table![1].split('\n').filter((l) => l.startsWith('| `')).map((l) => {
+    const cells = l.split('|').map((c) => c.trim());
+    return { service: /`([^`]+)`/.exec(cells[1])![1], port: cells[3] };
+  });
+}
+
+describe('docker-compose.yml', () => {
+  const compose = YAML.parse(fs.readFileSync(path.join(root, 'docker-compose.yml'), 'utf8'), { merge: true });
+
+  it('parses and declares the services the README lists, with their ports', () => {
+    const documented = readmeServices();
+    expect(Object.keys(compose.services).sort()).toEqual(documented.map((d) => d.service).sort());
+    for (const d of documented) {
+      const ports: string[] = compose.services[d.service].ports ?? [];
+      if (d.port === '–') expect(ports).toEqual([]);
+      else expect(ports).toContain(`${d.port}:${d.port}`);
+    }
+  });
+
+  it('wires the workers to Temporal, Postgres and a container engine', () => {
+    for (const w of ['floe-control', 'floe-sandbox', 'floe-gpu']) {
+      expect(compose.services[w].environment.FLOE_TEMPORAL_ADDRESS).toBe('temporal:7233');
+      expect(compose.services[w].environment.FLOE_DATABASE_URL).toMatch(/@postgresql:5432\//);
+    }
+    expect(compose.services['floe-sandbox'].environment.DOCKER_HOST).toMatch(/^unix:\/\//);
+    expect(compose.services.temporal.environment.DB).toBe('postgres12');
+    expect(fs.existsSync(path.join(root, compose.services['floe-control'].build, 'Dockerfile'))).toBe(true);
+  });
+});
