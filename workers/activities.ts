@@ -1,16 +1,44 @@
 import type { Settings } from '../infra/settings.js';
+import { dockerFromSettings } from '../infra/docker.js';
+import { sandboxImageTag } from '../infra/components/image.js';
 import { createDbActivities, dbPool } from '../activities/db.js';
 import { createTaskActivities } from '../activities/tasks.js';
+import { createAuditActivities } from '../activities/audit.js';
+import { createGenerateActivities } from '../activities/generate.js';
+import { LiveRouter } from '../activities/router.js';
+import { createSandboxActivities, startSandboxReaper, workerIdentity } from '../activities/sandbox.js';
+import { createGradingActivities } from '../activities/grading.js';
 
 /** Activities by worker role. Each role's worker registers only what runs where it runs. */
 
+/** control: Postgres audit, the task pool, and generation (the router lives here, so that
+ *  one process sees every engine's load and its own in-flight requests). */
 export function controlActivities(s: Settings) {
   const pool = dbPool(s.postgres.url);
-  return { ...createDbActivities(pool), ...createTaskActivities(pool) };
+  return {
+    ...createDbActivities(pool),
+    ...createTaskActivities(pool),
+    ...createAuditActivities(pool),
+    ...createGenerateActivities(pool, new LiveRouter()),
+  };
 }
 
-export function sandboxActivities(_s: Settings, _host: string) {
-  return {};
+/** sandbox@<host>: the containers on this host, and grading in fresh containers. */
+export function sandboxActivities(s: Settings, host: string) {
+  const docker = dockerFromSettings(s);
+  const opts = { host, image: sandboxImageTag(s), workerId: workerIdentity() };
+  return { ...createSandboxActivities(docker, opts), ...createGradingActivities(docker, opts) };
+}
+
+/** Remove containers that crashed workers left behind, now and every few minutes. */
+export function startReaper(s: Settings, host: string): { stop(): void } {
+  const acts = sandboxActivities(s, host);
+  return startSandboxReaper(acts, {
+    intervalSeconds: 300,
+    maxAgeSeconds: 6 * 3600,
+    onError: (err) => process.stderr.write(`[floe] sandbox reaper: ${(err as Error).message}\n`),
+    onRemoved: (ids) => process.stderr.write(`[floe] sandbox reaper removed ${ids.length} container(s) left by a dead worker\n`),
+  });
 }
 
 export function gpuActivities(_s: Settings, _node: string) {

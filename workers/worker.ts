@@ -3,7 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Settings } from '../infra/settings.js';
 import { CONTROL_QUEUE, gpuQueue, sandboxQueue } from '../core/taskQueues.js';
-import { controlActivities, gpuActivities, sandboxActivities } from './activities.js';
+import { controlActivities, gpuActivities, sandboxActivities, startReaper } from './activities.js';
 import { workerConnection } from './connect.js';
 
 /** Worker roles:
@@ -41,8 +41,12 @@ export async function createWorker(s: Settings, role: Role, node = 'local'): Pro
 /** Run workers until a signal arrives; the embedded default runs all roles in one process. */
 export async function runWorkers(s: Settings, roles: Role[], node = 'local'): Promise<void> {
   const workers = (await Promise.all(roles.map((r) => createWorker(s, r, node)))).filter((w): w is Worker => w !== null);
+  const reaper = roles.includes('sandbox') ? startReaper(s, node) : null;
   process.stderr.write(`[floe] workers running on ${workers.map((w) => w.options.taskQueue).join(', ')}\n`);
-  const stop = () => workers.forEach((w) => w.shutdown());
+  const stop = () => {
+    reaper?.stop();
+    workers.forEach((w) => w.shutdown());
+  };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   await Promise.all(workers.map((w) => w.run()));

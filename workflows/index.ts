@@ -1,2 +1,4 @@
 // The workflow bundle's entry point: every workflow type floe registers.
 export { trainingRun } from './trainingRun.js';
+export { rollout } from './rollout.js';
+export { rewardGate } from './rewardGate.js';

@@ -1,0 +1,70 @@
+import { newRouterState, outstanding, pickEngine, recordFailure, recordSuccess, releaseRollout, type EngineLoad, type Health, type RouterPolicy } from '../core/router.js';
+import { engineLoad, type EngineEndpoint } from './engineClient.js';
+
+/** The live side of the router, one per control worker process: scrapes engine load (cached
+ *  briefly), counts floe's own in-flight requests, tracks health, and applies the pure
+ *  placement policy of core/router.ts. */
+
+const LOAD_TTL_MS = 250;
+
+interface Live { load: { running: number; waiting: number; at: number }; inflight: number; health: Health }
+
+export class LiveRouter {
+  private live = new Map<string, Live>();
+  private state = newRouterState();
+
+  constructor(private readonly unhealthyAfter = 2) {}
+
+  private entry(id: string): Live {
+    let l = this.live.get(id);
+    if (!l) {
+      l = { load: { running: 0, waiting: 0, at: 0 }, inflight: 0, health: recordSuccess() };
+      this.live.set(id, l);
+    }
+    return l;
+  }
+
+  async loads(engines: readonly EngineEndpoint[]): Promise<EngineLoad[]> {
+    const now = Date.now();
+    await Promise.all(engines.map(async (e) => {
+      const l = this.entry(e.id);
+      if (now - l.load.at < LOAD_TTL_MS) return;
+      try {
+        l.load = { ...(await engineLoad(e)), at: now };
+        if (!l.health.healthy) l.health = recordSuccess(); // answered again: back in rotation
+      } catch {
+        l.load = { running: 0, waiting: 0, at: now };
+        l.health = recordFailure(l.health, this.unhealthyAfter);
+      }
+    }));
+    return engines.map((e) => {
+      const l = this.entry(e.id);
+      return { id: e.id, healthy: l.health.healthy, running: l.load.running, waiting: l.load.waiting, inflight: l.inflight };
+    });
+  }
+
+  /** Place a request; the caller must call done() when it is answered or failed. */
+  async place(policy: RouterPolicy, engines: readonly EngineEndpoint[], rolloutId: string, exclude: string[] = []): Promise<{ engine: EngineEndpoint; load: EngineLoad; done(ok: boolean): void } | null> {
+    const loads = await this.loads(engines);
+    const id = pickEngine(policy, loads, { rolloutId, exclude }, this.state);
+    if (id === null) return null;
+    const l = this.entry(id);
+    const load = loads.find((x) => x.id === id)!;
+    l.inflight++;
+    let finished = false;
+    return {
+      engine: engines.find((e) => e.id === id)!,
+      load: { ...load, inflight: outstanding(load) },
+      done: (ok: boolean) => {
+        if (finished) return;
+        finished = true;
+        l.inflight--;
+        l.health = ok ? recordSuccess() : recordFailure(l.health, this.unhealthyAfter);
+      },
+    };
+  }
+
+  release(rolloutId: string): void {
+    releaseRollout(this.state, rolloutId);
+  }
+}

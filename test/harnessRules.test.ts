@@ -1,0 +1,103 @@
+import { describe, expect, it } from 'vitest';
+import { budgetGate, gateTurn, type Budgets, type RolloutState } from '../core/gates.js';
+import { renderObservation, renderPrompt, truncateMiddle } from '../core/harness.js';
+import { detectShortcuts } from '../core/shortcuts.js';
+import { checkRawOutput } from '../core/toolFormat.js';
+import { renderToolCall } from '../core/tools.js';
+import { newRouterState, pickEngine, type EngineLoad } from '../core/router.js';
+
+const budgets: Budgets = { maxTurns: 3, maxTotalTokens: 1000, maxWallSeconds: 60 };
+const fresh = (): RolloutState => ({ turns: 1, tokens: 0, startedAtMs: 0, seenCalls: [] });
+const verdictOf = (text: string) => checkRawOutput({ text, finishReason: 'stop' });
+
+describe('gates', () => {
+  it('end at an exhausted budget: turns, tokens, wall time', () => {
+    expect(budgetGate({ ...fresh(), turns: 3 }, budgets, 0)?.gate).toBe('budget_turns');
+    expect(budgetGate({ ...fresh(), tokens: 1000 }, budgets, 0)?.gate).toBe('budget_tokens');
+    expect(budgetGate(fresh(), budgets, 61_000)?.gate).toBe('budget_time');
+    expect(budgetGate(fresh(), budgets, 1000)).toBeNull();
+  });
+
+  it('end at the first invalid format with its reason; no hint, no continue', () => {
+    const d = gateTurn(fresh(), verdictOf('<tool_call>{"name": "bash"}</tool_call>'), budgets);
+    expect(d).toMatchObject({ action: 'end', ended: { gate: 'format', detail: { reason: 'missing_key' } } });
+  });
+
+  it('end at the first duplicate call, whatever the key order or spacing', () => {
+    const first = gateTurn(fresh(), verdictOf(renderToolCall({ name: 'bash', arguments: { command: 'ls' } })), budgets);
+    expect(first.action).toBe('execute');
+    const s = { ...fresh(), turns: 2, seenCalls: [first.action === 'execute' ? first.key : ''] };
+    const again = gateTurn(s, verdictOf('<tool_call>{ "arguments": {"command": "ls"}, "name": "bash" }</tool_call>'), budgets);
+    expect(again).toMatchObject({ action: 'end', ended: { gate: 'duplicate_call' } });
+    expect(gateTurn(s, verdictOf(renderToolCall({ name: 'bash', arguments: { command: 'ls -a' } })), budgets).action).toBe('execute');
+  });
+
+  it('only submit reaches grading', () => {
+    expect(gateTurn(fresh(), verdictOf(renderToolCall({ name: 'submit', arguments: {} })), budgets)).toEqual({ action: 'submit' });
+  });
+});
+
+describe('harness', () => {
+  it('builds every prompt from the issue and the turns, in one place', () => {
+    const p = renderPrompt('It breaks.', [{ rawText: 'A', observation: 'exit code 0\nok' }]);
+    expect(p).toMatch(/^SYSTEM:\n[\s\S]*\n\nISSUE:\nIt breaks\.\n\nASSISTANT:\nA\n\nOBSERVATION:\nexit code 0\nok\n\nASSISTANT:\n$/);
+  });
+
+  it('truncates long output in the middle and says so', () => {
+    const t = truncateMiddle('a'.repeat(500) + 'b'.repeat(500), 100);
+    expect(t.length).toBeLessThanOrEqual(100);
+    expect(t.startsWith('a')).toBe(true);
+    expect(t.endsWith('b')).toBe(true);
+    expect(t).toContain('chars omitted');
+  });
+
+  it('reports timeouts and kills in the observation', () => {
+    const o = renderObservation({ exitCode: 137, output: '', outputBytes: 0, truncated: false, timedOut: true, killedReason: 'timeout', durationMs: 1 }, 100, 20);
+    expect(o).toBe('exit code 137 (killed: no result within 20 s)\n(no output)');
+  });
+});
+
+describe('shortcut detection', () => {
+  it.each([
+    ['git log --all --oneline', ['git_history']],
+    ['git reflog', ['git_history']],
+    ['git fsck --lost-found', ['git_history']],
+    ['git show 3f2a1bc', ['git_history']],
+    ['ls .git/objects/pack', ['git_history']],
+    ['curl -s https://example.org/patch', ['network']],
+    ['pip install requests', ['network']],
+    ['git clone https://github.com/x/y', ['network']],
+    ['find / -name "test_hidden*"', ['hidden_tests']],
+    ['cat /grade/tests/test_hidden.py', ['hidden_tests']],
+  ])('%s → %j', (cmd, flags) => expect(detectShortcuts(cmd)).toEqual(flags));
+
+  it.each(['git status', 'git diff', 'git log -1', 'sed -i s/a/b/ x.py', 'python3 -m pytest -q', 'grep -rn def .'])('%s is not a shortcut', (cmd) => {
+    expect(detectShortcuts(cmd)).toEqual([]);
+  });
+});
+
+describe('router policy', () => {
+  const load = (id: string, running: number, waiting = 0, inflight = 0, healthy = true): EngineLoad => ({ id, running, waiting, inflight, healthy });
+
+  it('least-loaded picks the engine with the least outstanding work, skipping unhealthy ones', () => {
+    const s = newRouterState();
+    expect(pickEngine('least-loaded', [load('a', 5), load('b', 1, 1), load('c', 0, 0, 3)], { rolloutId: 'r' }, s)).toBe('b');
+    expect(pickEngine('least-loaded', [load('a', 5), load('b', 0, 0, 0, false)], { rolloutId: 'r' }, s)).toBe('a');
+    expect(pickEngine('least-loaded', [load('a', 0, 0, 0, false)], { rolloutId: 'r' }, s)).toBeNull();
+    expect(pickEngine('least-loaded', [load('a', 0), load('b', 9)], { rolloutId: 'r', exclude: ['a'] }, s)).toBe('b');
+  });
+
+  it('sticky keeps a rollout on its engine however loaded, and moves it only when that engine fails', () => {
+    const s = newRouterState();
+    const first = pickEngine('sticky', [load('a', 0), load('b', 0)], { rolloutId: 'r1' }, s);
+    expect(pickEngine('sticky', [load('a', 100), load('b', 100)].map((e) => (e.id === first ? { ...e, running: 500 } : e)), { rolloutId: 'r1' }, s)).toBe(first);
+    const other = first === 'a' ? 'b' : 'a';
+    expect(pickEngine('sticky', [load('a', 0), load('b', 0)].map((e) => (e.id === first ? { ...e, healthy: false } : e)), { rolloutId: 'r1' }, s)).toBe(other);
+  });
+
+  it('round-robin cycles blind to load', () => {
+    const s = newRouterState();
+    const engines = [load('a', 100), load('b', 0)];
+    expect([0, 1, 2, 3].map(() => pickEngine('round-robin', engines, { rolloutId: 'r' }, s))).toEqual(['a', 'b', 'a', 'b']);
+  });
+});

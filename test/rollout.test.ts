@@ -1,0 +1,134 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CONTROL_QUEUE } from '../core/taskQueues.js';
+import { parseRunConfig } from '../core/config.js';
+import { renderToolCall, type ToolCall } from '../core/tools.js';
+import { createTaskActivities } from '../activities/tasks.js';
+import { loadToySuite } from '../tasks/loaders.js';
+import type { RolloutInput, RolloutResult, RolloutSettings } from '../workflows/rollout.js';
+import { settings, withWorkers, type Platform } from './helpers/platform.js';
+import { EOS, startScriptedEngine, type ScriptedEngine, type ScriptedOutput } from './helpers/scriptedEngine.js';
+
+/** Real rollouts: real Temporal workflows, real podman sandboxes, real grading, Postgres —
+ *  driven by a scripted policy (test double) that speaks the engine's HTTP interface. */
+
+interface CorpusEntry { id: string; text: string; finishReason: 'stop' | 'length' | 'abort'; tokenIds?: number[]; bytes?: number[]; expect: string }
+const corpus: CorpusEntry[] = JSON.parse(fs.readFileSync(path.join(import.meta.dirname, 'fixtures', 'malformed-outputs.json'), 'utf8'));
+
+const runId = `rollout-test-${process.pid}-${Date.now()}`;
+const tasks = loadToySuite({ onBadRow: 'fail' }).tasks;
+let platform: Platform;
+let engine: ScriptedEngine;
+/** For outputs given as text only: an engine whose token ids say nothing about the text. */
+let opaqueEngine: ScriptedEngine;
+let db: pg.Client;
+
+function rolloutSettings(e: ScriptedEngine = engine): RolloutSettings {
+  const c = parseRunConfig({ rollout: { maxTurns: 4 } });
+  return {
+    engines: [{ id: e === engine ? 'scripted' : 'scripted-opaque', url: e.url, node: 'local' }],
+    router: 'least-loaded',
+    sampling: { temperature: 1, topP: 1, maxTokensPerTurn: c.policy.maxTokensPerTurn },
+    budgets: { maxTurns: c.rollout.maxTurns, maxTotalTokens: 100_000, maxWallSeconds: 600 },
+    maxObservationChars: c.rollout.maxObservationChars,
+    sandbox: { ...c.sandbox },
+    maxDiffBytes: 64 * 1024,
+  };
+}
+
+let counter = 0;
+async function runRollout(taskId: string, outputs: ScriptedOutput[], e: ScriptedEngine = engine): Promise<RolloutResult> {
+  const rolloutId = `${runId}-${counter++}`;
+  e.script(rolloutId, outputs);
+  const input: RolloutInput = { runId, rolloutId, taskId, groupId: `${runId}-${taskId}`, attempt: 0, purpose: 'test', settings: rolloutSettings(e) };
+  return platform.client.workflow.execute('rollout', { taskQueue: CONTROL_QUEUE, workflowId: `floe-rollout-${rolloutId}`, args: [input] });
+}
+
+async function inBatches<T, R>(items: T[], size: number, fn: (t: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  for (let i = 0; i < items.length; i += size) out.push(...(await Promise.all(items.slice(i, i + size).map(fn))));
+  return out;
+}
+
+const call = (c: ToolCall): ScriptedOutput => ({ text: renderToolCall(c) });
+const bash = (command: string) => call({ name: 'bash', arguments: { command } });
+const submit = call({ name: 'submit', arguments: {} });
+
+beforeAll(async () => {
+  platform = await withWorkers(['control', 'sandbox']);
+  engine = await startScriptedEngine();
+  opaqueEngine = await startScriptedEngine({ tokenizer: 'opaque' });
+  db = new pg.Client({ connectionString: settings.postgres.url });
+  await db.connect();
+  await db.query(`insert into runs (run_id, workflow_id, name, config) values ($1, $1, 'rollout-test', '{}')`, [runId]);
+  const pool = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
+  await createTaskActivities(pool).loadTaskPool({ source: 'toy', include: [], limit: 0, excludeLooseTests: false, onBadRow: 'fail' });
+  await pool.end();
+});
+
+afterAll(async () => {
+  await db?.end();
+  await engine?.close();
+  await opaqueEngine?.close();
+  await platform?.close();
+});
+
+const gateOf = async (rolloutId: string) => (await db.query('select gate, reward, detail from gate_decisions where rollout_id = $1', [rolloutId])).rows[0];
+
+describe('rollouts with a scripted policy', () => {
+  it('the gold fix plus submit earns 1 on every toy task', async () => {
+    const results = await inBatches(tasks, 4, (t) => runRollout(t.instanceId, [...t.solution!.map((c) => call(c as ToolCall))]));
+    const failed = results.filter((r) => r.reward !== 1).map((r) => `${r.taskId}: ${r.gate}`);
+    expect(failed).toEqual([]);
+    for (const r of results.slice(0, 3)) expect(await gateOf(r.rolloutId)).toMatchObject({ gate: 'passed', reward: 1 });
+    const turns = await db.query(`select count(*)::int as n from turns t join rollouts r using (rollout_id) where r.run_id = $1 and t.format_ok and t.observation is not null`, [runId]);
+    expect(turns.rows[0].n).toBeGreaterThanOrEqual(tasks.length);
+  }, 900_000);
+
+  it('a submit without a fix earns 0 (tests failed)', async () => {
+    const r = await runRollout(tasks[0].instanceId, [bash('ls'), submit]);
+    expect(r).toMatchObject({ reward: 0, gate: 'tests_failed' });
+    const g = await gateOf(r.rolloutId);
+    expect(g.detail.failing.length).toBeGreaterThan(0);
+  });
+
+  it('no submit earns 0 (budget)', async () => {
+    const r = await runRollout(tasks[1].instanceId, [bash('ls'), bash('pwd'), bash('ls -a'), bash('cat conftest.py'), bash('echo 5')]);
+    expect(r).toMatchObject({ reward: 0, gate: 'budget_turns', nTurns: 4 });
+    expect((await gateOf(r.rolloutId)).detail).toMatchObject({ maxTurns: 4 });
+  });
+
+  it('a repeated call earns 0 (duplicate), even when the fix is in', async () => {
+    const t = tasks[2];
+    const fix = t.solution!.find((c) => c.name === 'bash')!;
+    const r = await runRollout(t.instanceId, [call(fix as ToolCall), bash('ls'), call(fix as ToolCall), submit]);
+    expect(r).toMatchObject({ reward: 0, gate: 'duplicate_call', nTurns: 3 });
+    expect((await gateOf(r.rolloutId)).detail).toMatchObject({ turn: 2, firstTurn: 0 });
+  });
+
+  it('every malformed output of the corpus earns 0 (format), with its reason in Postgres', async () => {
+    const malformed = corpus.filter((c) => c.expect !== 'valid');
+    expect(malformed.length).toBeGreaterThanOrEqual(24);
+    const results = await inBatches(malformed, 6, async (c) => {
+      // Raw ids/bytes go through a byte-level engine; text-only outputs through an opaque one.
+      const raw = c.tokenIds ?? (c.bytes && (c.finishReason === 'stop' ? [...c.bytes, EOS] : c.bytes));
+      const r = await runRollout(tasks[3].instanceId, [{ text: c.text, finishReason: c.finishReason, tokenIds: raw }], raw ? engine : opaqueEngine);
+      return { c, r, g: await gateOf(r.rolloutId) };
+    });
+    const wrong = results.filter(({ c, r, g }) => r.reward !== 0 || g.gate !== 'format' || g.detail.reason !== c.expect).map(({ c, g }) => `${c.id}: expected format/${c.expect}, got ${g.gate}/${g.detail.reason}`);
+    expect(wrong).toEqual([]);
+    const stored = await db.query(`select t.format_reason from turns t join rollouts r using (rollout_id) where r.run_id = $1 and not t.format_ok`, [runId]);
+    expect(stored.rowCount).toBe(malformed.length);
+  }, 600_000);
+
+  it('shortcut attempts are flagged and counted per run', async () => {
+    const r = await runRollout(tasks[4].instanceId, [bash('git log --all --oneline'), bash('curl https://github.com'), bash('find / -name "test_hidden*"'), submit]);
+    expect(r.shortcutFlags).toEqual(['git_history', 'hidden_tests', 'network']);
+    const v = await db.query('select flag, rollouts from v_shortcuts where run_id = $1 order by flag', [runId]);
+    expect(v.rows.map((x) => x.flag)).toEqual(['git_history', 'hidden_tests', 'network']);
+    const obs = await db.query(`select observation from turns where rollout_id = $1 and turn_index = 0`, [r.rolloutId]);
+    expect(obs.rows[0].observation.split('\n').filter((l: string) => /^[0-9a-f]{7,}/.test(l))).toHaveLength(1); // one commit
+  });
+});

@@ -1,0 +1,158 @@
+import { CancellationScope, executeChild, proxyActivities, upsertSearchAttributes, workflowInfo, ApplicationFailure } from '@temporalio/workflow';
+import type { Task } from '../core/taskModel.js';
+import type { RouterPolicy } from '../core/router.js';
+import type { SandboxLimits } from '../core/sandboxPolicy.js';
+import { budgetGate, gateTurn, type Budgets, type Ended, type RolloutState } from '../core/gates.js';
+import { renderObservation } from '../core/harness.js';
+import { detectShortcuts } from '../core/shortcuts.js';
+import { CONTROL_QUEUE, sandboxQueue } from '../core/taskQueues.js';
+import { FloeKind, FloeRunId, FloeTaskId } from '../core/searchAttributes.js';
+import type { AuditActivities } from '../activities/audit.js';
+import type { GenerateActivities } from '../activities/generate.js';
+import type { EngineEndpoint } from '../activities/engineClient.js';
+import type { SandboxActivities } from '../activities/sandbox.js';
+import { rewardGate, type GateResult, type RolloutEnding } from './rewardGate.js';
+
+/** One attempt at one task: a sandbox, then turns (generate → gate the raw output → run the
+ *  tool) until submit or a gate ends it, then the rewardGate child decides the reward. */
+
+export interface RolloutSettings {
+  engines: EngineEndpoint[];
+  router: RouterPolicy;
+  sampling: { temperature: number; topP: number; maxTokensPerTurn: number };
+  budgets: Budgets;
+  maxObservationChars: number;
+  sandbox: SandboxLimits & { host: string; gradeTimeoutSeconds: number };
+  maxDiffBytes: number;
+}
+
+export interface RolloutInput {
+  runId: string;
+  rolloutId: string;
+  taskId: string;
+  groupId: string;
+  attempt: number;
+  purpose: 'train' | 'recheck' | 'eval' | 'test';
+  settings: RolloutSettings;
+  seed?: number;
+}
+
+export interface RolloutResult {
+  rolloutId: string;
+  taskId: string;
+  groupId: string;
+  reward: number;
+  gate: string;
+  nTurns: number;
+  versionStart: number | null;
+  versionEnd: number | null;
+  shortcutFlags: string[];
+}
+
+const audit = proxyActivities<AuditActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10 } });
+const engine = proxyActivities<GenerateActivities>({ startToCloseTimeout: '10 minutes', retry: { maximumAttempts: 5, initialInterval: '1 second' } });
+
+export async function rollout(input: RolloutInput): Promise<RolloutResult> {
+  const { settings: cfg, rolloutId } = input;
+  upsertSearchAttributes([{ key: FloeRunId, value: input.runId }, { key: FloeKind, value: 'rollout' }, { key: FloeTaskId, value: input.taskId }]);
+  const sandbox = proxyActivities<SandboxActivities>({
+    taskQueue: sandboxQueue(cfg.sandbox.host),
+    startToCloseTimeout: `${cfg.sandbox.commandTimeoutSeconds + 120} seconds`,
+    retry: { maximumAttempts: 3 },
+  });
+
+  await audit.recordRolloutStart({ runId: input.runId, rolloutId, taskId: input.taskId, groupId: input.groupId, attempt: input.attempt, purpose: input.purpose, workflowId: workflowInfo().workflowId });
+  const task: Task = await audit.getTask(input.taskId);
+
+  const state: RolloutState = { turns: 0, tokens: 0, startedAtMs: Date.now(), seenCalls: [] };
+  const versions: number[] = [];
+  const flags = new Set<string>();
+  let promptTokens = 0;
+  let completionTokens = 0;
+  let ending: RolloutEnding;
+
+  let containerId: string | null = null;
+  try {
+    containerId = (await sandbox.createSandbox({ runId: input.runId, rolloutId, task, limits: cfg.sandbox })).containerId;
+    ending = await turns();
+  } catch (err) {
+    ending = { kind: 'ended', ended: { gate: isEngineFailure(err) ? 'engine_error' : 'sandbox_error', detail: { error: rootMessage(err) } } };
+  } finally {
+    if (containerId !== null) {
+      const id = containerId;
+      await CancellationScope.nonCancellable(() => sandbox.destroySandbox({ containerId: id }));
+    }
+  }
+
+  const decision: GateResult = await executeChild(rewardGate, {
+    workflowId: `${workflowInfo().workflowId}-gate`,
+    taskQueue: CONTROL_QUEUE,
+    args: [{ runId: input.runId, rolloutId, task, ending, sandbox: cfg.sandbox }],
+  });
+
+  const result: RolloutResult = {
+    rolloutId,
+    taskId: input.taskId,
+    groupId: input.groupId,
+    reward: decision.reward,
+    gate: decision.gate,
+    nTurns: state.turns,
+    versionStart: versions.length ? versions[0] : null,
+    versionEnd: versions.length ? versions[versions.length - 1] : null,
+    shortcutFlags: [...flags].sort(),
+  };
+  await audit.recordRolloutEnd({
+    ...result,
+    promptTokens,
+    completionTokens,
+    status: decision.gate === 'sandbox_error' || decision.gate === 'engine_error' ? 'failed' : 'finished',
+  });
+  return result;
+
+  async function turns(): Promise<RolloutEnding> {
+    for (;;) {
+      const over: Ended | null = budgetGate(state, cfg.budgets, Date.now());
+      if (over) return { kind: 'ended', ended: over };
+      const gen = await engine.generateTurn({ runId: input.runId, rolloutId, turnIndex: state.turns, taskId: input.taskId, engines: cfg.engines, router: cfg.router, sampling: cfg.sampling, seed: input.seed === undefined ? undefined : input.seed + state.turns });
+      if (gen.kind === 'prompt_too_long') return { kind: 'ended', ended: { gate: 'budget_tokens', detail: { engine: gen.engineId, detail: gen.detail } } };
+      const turnIndex = state.turns;
+      state.turns++;
+      state.tokens = gen.promptTokens + gen.completionTokens;
+      promptTokens += gen.promptTokens;
+      completionTokens += gen.completionTokens;
+      for (const v of gen.versions) if (versions[versions.length - 1] !== v) versions.push(v);
+
+      const decision = gateTurn(state, gen.verdict, cfg.budgets);
+      if (decision.action === 'end') return { kind: 'ended', ended: decision.ended };
+      if (decision.action === 'submit') {
+        const d = await sandbox.extractDiff({ containerId: containerId!, maxBytes: cfg.maxDiffBytes });
+        await audit.recordSubmission({ rolloutId, diff: d.diff, bytes: d.bytes, truncated: d.truncated });
+        if (d.truncated) return { kind: 'ended', ended: { gate: 'diff_too_large', detail: { bytes: d.bytes, maxBytes: cfg.maxDiffBytes } } };
+        return { kind: 'submitted', diff: d.diff };
+      }
+      state.seenCalls.push(decision.key);
+      const command = String(decision.call.arguments.command ?? '');
+      const turnFlags = detectShortcuts(command);
+      turnFlags.forEach((f) => flags.add(f));
+      const started = Date.now();
+      const r = await sandbox.execInSandbox({ containerId: containerId!, command, timeoutSeconds: cfg.sandbox.commandTimeoutSeconds, maxOutputBytes: cfg.sandbox.maxOutputBytes });
+      const observation = renderObservation(r, cfg.maxObservationChars, cfg.sandbox.commandTimeoutSeconds);
+      await audit.recordToolResult({ rolloutId, turnIndex, observation, exitCode: r.exitCode, shortcutFlags: turnFlags, toolMs: Date.now() - started });
+    }
+  }
+}
+
+function rootMessage(err: unknown): string {
+  let e = err as { message?: string; cause?: unknown } | undefined;
+  let msg = String(err);
+  while (e) {
+    if (e.message) msg = e.message;
+    e = e.cause as typeof e;
+  }
+  return msg;
+}
+
+function isEngineFailure(err: unknown): boolean {
+  const e = err as { activityType?: string } | undefined;
+  return e?.activityType === 'generateTurn' || (err instanceof ApplicationFailure && err.type === 'EngineError');
+}
