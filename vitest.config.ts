@@ -5,6 +5,7 @@ export default defineConfig({
   test: {
     pool: 'forks',
     include: ['test/**/*.test.ts'],
+    globalSetup: ['test/globalSetup.ts'],
     testTimeout: 60_000,
     hookTimeout: 180_000,
     fileParallelism: false,

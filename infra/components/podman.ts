@@ -26,6 +26,9 @@ netns = "none"
 
 [engine]
 runtime = "runc"
+# podman keeps two conmon processes per exec alive this long (default 300 s); at a few
+# execs a second that is thousands of idle processes and gigabytes of memory.
+exit_command_delay = 5
 `;
 
 export function podmanEnv(s: Settings): NodeJS.ProcessEnv {
@@ -51,14 +54,22 @@ export const podman: Component = {
     }
     if (!which('podman') || !which('runc')) aptInstall('podman', ['podman', 'runc', 'uidmap', 'fuse-overlayfs']);
     fs.mkdirSync(s.home, { recursive: true });
+    fs.mkdirSync(s.runDir, { recursive: true });
     if (!fs.existsSync(containersConf(s)) || fs.readFileSync(containersConf(s), 'utf8') !== CONF) fs.writeFileSync(containersConf(s), CONF);
+    const servedConf = path.join(s.runDir, 'podman.conf-served');
     if (await pingDocker(s)) {
-      log('podman', `already serving the Docker API on ${s.docker.socket}`);
-      return;
+      const current = fs.existsSync(servedConf) && fs.readFileSync(servedConf, 'utf8') === CONF;
+      if (current) {
+        log('podman', `already serving the Docker API on ${s.docker.socket}`);
+        return;
+      }
+      log('podman', 'settings changed: restarting the API service');
+      await stopDaemon(pidFile(s));
     }
     fs.mkdirSync(s.runDir, { recursive: true });
     fs.rmSync(s.docker.socket, { force: true });
     startDaemon({ name: 'podman', cmd: 'podman', args: ['system', 'service', '--time=0', `unix://${s.docker.socket}`], logFile: logFile(s), pidFile: pidFile(s), env: podmanEnv(s) });
+    fs.writeFileSync(servedConf, CONF);
     await waitFor('podman API socket', () => pingDocker(s), 30_000, `see ${logFile(s)}:\n${tail(logFile(s))}`);
     log('podman', `serving the Docker API on ${s.docker.socket}`);
   },
