@@ -1,0 +1,414 @@
+"""Hugging Face models as floe policies (GPU path; imports transformers lazily).
+
+Model spec (after the ``hf:`` prefix), one of:
+  * a path to a ``config.json`` (or a folder holding one; if the folder also
+    holds ``*.safetensors`` weights they are loaded, else the model is
+    random-initialised from the config: there is no model hub here);
+  * a transformers ``model_type`` with overrides, e.g.
+    ``qwen3_5_text:hidden_size=512,num_hidden_layers=8,vocab_size=512``
+    (values are parsed as JSON where possible; ``qwen3.5`` and ``qwen3_5``
+    mean ``qwen3_5_text``).
+Spec-level options (not config fields): ``attn_implementation=sdpa|eager``.
+
+The byte tokenizer's ids 0..258 are used as-is, so the config's vocab_size
+must be >= 259; only the first 259 rows of the output head are ever used
+(both for sampling and for training), see ``HFPolicy._head``.
+
+Recurrent (linear-attention) state dtype, ``recurrent_state_dtype``:
+  In transformers 5.x the Qwen3.5 / Qwen3-Next gated-delta-net layers
+  (``Qwen3_5GatedDeltaNet.forward`` in models/qwen3_5/modeling_qwen3_5.py) read
+  the state from ``cache.layers[i].recurrent_states[0]`` and write it back
+  through ``Cache.update_recurrent_state`` -> ``LinearAttentionLayer.
+  update_recurrent_state``, which ``copy_``s into a buffer allocated by
+  ``lazy_initialization`` with ``torch.zeros_like(first state)``. The torch
+  reference kernels (``torch_chunk_gated_delta_rule`` for prefill,
+  ``torch_recurrent_gated_delta_rule`` for one-token decode) compute in fp32
+  and return an fp32 state, so by default the stored state is fp32.
+  vLLM/SGLang-style engines instead keep the SSM/recurrent cache in the model
+  dtype unless told otherwise. ``cast_recurrent_states`` replaces each stored
+  state tensor with a copy in the wanted dtype after every cached forward;
+  because later updates ``copy_`` into that tensor, the state then *stays* in
+  that dtype (rounded after every token for 'model' = bf16). So:
+    'fp32'  -> state kept in fp32 between tokens (the recipe's setting);
+    'model' -> state rounded to the model dtype between tokens (the common
+               engine default, kept to measure the gap).
+  Older caches that keep ``recurrent_states`` as a list per layer
+  (transformers 4.x ``Qwen3NextDynamicCache``) are handled the same way.
+  Trainer side: a full-sequence forward never stores a state; the chunked
+  reference kernel carries it between chunks in fp32 internally and exposes
+  no hook, so the trainer always runs the fp32 state (the option is accepted
+  there, recorded in the checkpoint, and has no further effect).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from . import tokenizer
+from .policy import DecodeBackend, Pair, Policy, gather_logprobs
+
+RECURRENT_DTYPES = ("fp32", "model")
+SPEC_OPTIONS = ("attn_implementation",)
+ALIASES = {"qwen3.5": "qwen3_5_text", "qwen3_5": "qwen3_5_text", "qwen3.5_text": "qwen3_5_text"}
+
+
+def _require_transformers():
+    try:
+        import transformers  # noqa: F401
+    except ImportError as e:  # pragma: no cover - depends on the machine
+        raise RuntimeError(
+            "hf: models need the 'transformers' package (GPU machines have it; on CPU run "
+            "'$FLOE_HOME/venv/bin/pip install transformers' with a torch >= 2.2)") from e
+    return transformers
+
+
+def _parse_value(v: str) -> Any:
+    try:
+        return json.loads(v)
+    except ValueError:
+        return v
+
+
+def parse_spec(spec: str) -> Tuple[Dict[str, Any], Dict[str, Any], Optional[str]]:
+    """-> (config dict incl. model_type, spec options, weights folder or None)."""
+    opts: Dict[str, Any] = {}
+    weights = None
+    if spec.endswith(".json") or os.path.isdir(spec):
+        path = os.path.join(spec, "config.json") if os.path.isdir(spec) else spec
+        with open(path) as f:
+            cfg = json.load(f)
+        folder = os.path.dirname(os.path.abspath(path))
+        if glob.glob(os.path.join(folder, "*.safetensors")):
+            weights = folder
+        for k in SPEC_OPTIONS:
+            if k in cfg:
+                opts[k] = cfg.pop(k)
+        if "model_type" not in cfg:
+            raise ValueError(f"{path} has no model_type")
+    else:
+        name, _, rest = spec.partition(":")
+        cfg = {"model_type": ALIASES.get(name, name)}
+        for part in filter(None, (p.strip() for p in rest.split(","))):
+            if "=" not in part:
+                raise ValueError(f"bad hf option {part!r}; expected key=value")
+            k, v = (s.strip() for s in part.split("=", 1))
+            (opts if k in SPEC_OPTIONS else cfg)[k] = _parse_value(v)
+    cfg["model_type"] = ALIASES.get(cfg["model_type"], cfg["model_type"])
+    return cfg, opts, weights
+
+
+def make_config(cfg: Dict[str, Any]):
+    transformers = _require_transformers()
+    cfg = dict(cfg)
+    model_type = cfg.pop("model_type")
+    cfg.setdefault("vocab_size", tokenizer.VOCAB_SIZE)
+    cfg.update(eos_token_id=tokenizer.EOS_ID, bos_token_id=tokenizer.BOS_ID, pad_token_id=tokenizer.PAD_ID)
+    config = transformers.AutoConfig.for_model(model_type, **cfg)
+    if getattr(config, "vocab_size", 0) < tokenizer.VOCAB_SIZE:
+        raise ValueError(f"vocab_size must be >= {tokenizer.VOCAB_SIZE} for the byte tokenizer")
+    return config
+
+
+def cast_recurrent_states(cache: Any, dtype: torch.dtype) -> int:
+    """Store every linear-attention recurrent state of ``cache`` in ``dtype``; return how many were cast."""
+    n = 0
+    holders = list(getattr(cache, "layers", None) or [])
+    if not holders and hasattr(cache, "recurrent_states"):
+        holders = [cache]  # transformers 4.x: one cache object with a list per layer
+    for holder in holders:
+        states = getattr(holder, "recurrent_states", None)
+        if states is None:
+            continue
+        items = states.items() if isinstance(states, dict) else enumerate(states)
+        for idx, t in list(items):
+            if isinstance(t, torch.Tensor) and t.dtype != dtype:
+                states[idx] = t.to(dtype)
+                n += 1
+    return n
+
+
+class HFPolicy(Policy):
+    kind = "hf"
+
+    def __init__(self, module, device, dtype, hf_config: Dict[str, Any], opts: Dict[str, Any],
+                 recurrent_state_dtype: str):
+        super().__init__(module, device, dtype)
+        if recurrent_state_dtype not in RECURRENT_DTYPES:
+            raise ValueError(f"recurrent_state_dtype must be one of {RECURRENT_DTYPES}")
+        self.hf_config = hf_config
+        self.opts = opts
+        self.recurrent_state_dtype = recurrent_state_dtype
+        self.state_dtype = torch.float32 if recurrent_state_dtype == "fp32" else dtype
+        self.base = getattr(module, module.base_model_prefix)
+        self.head = module.get_output_embeddings()
+
+    @classmethod
+    def create(cls, spec: str, device: torch.device, dtype: torch.dtype, seed: int = 0,
+               recurrent_state_dtype: str = "fp32", saved_config: Optional[dict] = None,
+               for_training: bool = False) -> "HFPolicy":
+        transformers = _require_transformers()
+        if saved_config:
+            cfg, opts, weights = dict(saved_config["hf_config"]), dict(saved_config.get("opts", {})), None
+            recurrent_state_dtype = saved_config.get("recurrent_state_dtype", recurrent_state_dtype)
+        else:
+            cfg, opts, weights = parse_spec(spec)
+        config = make_config(cfg)
+        attn = opts.get("attn_implementation", "sdpa")
+        torch.manual_seed(seed)
+        auto = transformers.AutoModelForCausalLM
+        if weights:
+            module = auto.from_pretrained(weights, config=config, attn_implementation=attn, local_files_only=True)
+        else:
+            module = auto.from_config(config, attn_implementation=attn)
+        if device.type == "cuda" and hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+            # cuDNN attention plans a new graph for every new key length, ~2 ms of CPU per
+            # layer per decode step (measured on an H200): use flash / mem-efficient SDPA
+            torch.backends.cuda.enable_cudnn_sdp(False)
+        # the trainer keeps the engine's dtype too (fp32 master copies live in its
+        # optimizer, trainer.MasterWeightsAdamW): same weights, same arithmetic
+        module = module.to(device=device, dtype=dtype)
+        module.eval()
+        return cls(module, device, dtype, cfg, opts, recurrent_state_dtype)
+
+    def config_dict(self) -> dict:
+        return {"kind": "hf", "hf_config": self.hf_config, "opts": self.opts,
+                "recurrent_state_dtype": self.recurrent_state_dtype}
+
+    @property
+    def context(self) -> int:
+        return int(getattr(self.module.config, "max_position_embeddings", 4096) or 4096)
+
+    def tied_names(self) -> List[str]:
+        sd = self.module.state_dict()
+        seen: Dict[int, str] = {}
+        tied = []
+        for k, v in sd.items():
+            ptr = v.data_ptr()
+            if ptr in seen:
+                tied.append(k)
+            else:
+                seen[ptr] = k
+        return tied
+
+    def _head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits over the tokenizer's 259 ids only (same arithmetic on engine and trainer)."""
+        w = self.head.weight[: self.vocab_size]
+        b = getattr(self.head, "bias", None)
+        out = hidden @ w.t().to(hidden.dtype)
+        if b is not None:
+            out = out + b[: self.vocab_size].to(out.dtype)
+        return out.float()
+
+    def forward_hidden(self, ids: torch.Tensor, **kw) -> Tuple[torch.Tensor, Any]:
+        out = self.base(input_ids=ids, **kw)
+        return out.last_hidden_state, getattr(out, "past_key_values", None)
+
+    def token_logprobs(self, pairs: Sequence[Pair], grad: bool = False, entropy: bool = False,
+                       max_tokens_per_batch: int = 16384):
+        out: List = [None] * len(pairs)
+        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+        batches, cur, cur_max = [], [], 0
+        for i in order:  # micro-batches of similar length, bounded padded token count
+            n = len(pairs[i][0]) + len(pairs[i][1])
+            if cur and max(cur_max, n) * (len(cur) + 1) > max_tokens_per_batch:
+                batches.append(cur)
+                cur, cur_max = [], 0
+            cur.append(i)
+            cur_max = max(cur_max, n)
+        if cur:
+            batches.append(cur)
+        ctx = torch.enable_grad() if grad else torch.no_grad()
+        with ctx:
+            for idxs in batches:
+                seqs = [list(pairs[i][0]) + list(pairs[i][1]) for i in idxs]
+                T = max(len(s) for s in seqs) - 1
+                inp = torch.full((len(seqs), max(T, 1)), tokenizer.PAD_ID, dtype=torch.long)
+                for r, s in enumerate(seqs):  # right padding: causal attention never sees it
+                    inp[r, : len(s) - 1] = torch.tensor(s[:-1])
+                hidden, _ = self.forward_hidden(inp.to(self.device), use_cache=False)
+                for r, i in enumerate(idxs):
+                    p, c = pairs[i]
+                    if len(p) == 0:
+                        raise ValueError("prompt_ids must not be empty")
+                    if not c:
+                        z = torch.zeros(0, device=self.device)
+                        out[i] = (z, z if entropy else None)
+                        continue
+                    h = hidden[r, len(p) - 1: len(p) - 1 + len(c)]
+                    tgt = torch.tensor(list(c), device=self.device)
+                    out[i] = gather_logprobs(self._head(h), tgt, entropy)
+        return out
+
+    def make_backend(self, max_batch: int) -> DecodeBackend:
+        return HFBackend(self, max_batch)
+
+
+class HFBackend(DecodeBackend):
+    """Continuous batching over transformers' own caches.
+
+    Each new sequence is prefilled alone (batch 1, no padding, so its
+    recurrent state is exactly its own), then merged into one batched cache:
+    full-attention K/V are left-padded to a common length and masked, linear-
+    attention conv/recurrent states are simply stacked. Finished rows are
+    dropped with an index_select and common left padding is trimmed. If the
+    cache layout is one this code does not know (older transformers, sliding
+    windows), it falls back to decoding each sequence alone (always correct,
+    slower).
+    """
+
+    def __init__(self, policy: HFPolicy, max_batch: int):
+        self.policy = policy
+        self.max_batch = max_batch
+        self.rows: List[str] = []
+        self.lengths: List[int] = []
+        self.pad: List[int] = []  # left padding of each row in the full-attention K/V
+        self.T = 0  # padded K/V length shared by all rows
+        self.cache: Any = None
+        self.single: Dict[str, Tuple[Any, int]] = {}  # fallback: key -> (cache, length)
+        self.mode = "merge"
+
+    # --- helpers ----------------------------------------------------------------
+    def _after_forward(self, cache) -> None:
+        cast_recurrent_states(cache, self.policy.state_dtype)
+
+    def _prefill(self, ids: Sequence[int]) -> Tuple[torch.Tensor, Any]:
+        x = torch.tensor([list(ids)], dtype=torch.long, device=self.policy.device)
+        with torch.no_grad():
+            hidden, cache = self.policy.forward_hidden(x, use_cache=True)
+        self._after_forward(cache)
+        return self.policy._head(hidden[0, -1]), cache
+
+    @staticmethod
+    def _kv_layers(cache) -> List[Any]:
+        layers = getattr(cache, "layers", None)
+        if layers is None:
+            raise NotImplementedError("cache has no .layers (transformers < 5)")
+        out = []
+        for layer in layers:
+            if getattr(layer, "is_sliding", False):
+                raise NotImplementedError("sliding-window cache layers")
+            out.append(layer)
+        return out
+
+    @staticmethod
+    def _lpad(t: torch.Tensor, n: int) -> torch.Tensor:
+        if n == 0:
+            return t
+        pad = torch.zeros(*t.shape[:-2], n, t.shape[-1], dtype=t.dtype, device=t.device)
+        return torch.cat([pad, t], dim=-2)
+
+    def _merge(self, cache, length: int) -> None:
+        if self.cache is None:
+            self.cache, self.T, self.pad = cache, length, [0]
+            return
+        T = self.T
+        T2 = max(T, length)
+        for a, b in zip(self._kv_layers(self.cache), self._kv_layers(cache)):
+            keys = getattr(a, "keys", None)
+            if isinstance(keys, torch.Tensor) and keys.dim() == 4 and keys.numel():
+                a.keys = torch.cat([self._lpad(a.keys, T2 - T), self._lpad(b.keys, T2 - length)], dim=0)
+                a.values = torch.cat([self._lpad(a.values, T2 - T), self._lpad(b.values, T2 - length)], dim=0)
+            for attr in ("conv_states", "recurrent_states"):
+                sa, sb = getattr(a, attr, None), getattr(b, attr, None)
+                if isinstance(sa, dict):
+                    for idx, t in sa.items():
+                        if isinstance(t, torch.Tensor):
+                            sa[idx] = torch.cat([t, sb[idx].to(t.dtype)], dim=0)
+        self.pad = [p + T2 - T for p in self.pad] + [T2 - length]
+        self.T = T2
+
+    def _select(self, keep: List[int]) -> None:
+        if not keep:
+            self.cache, self.pad, self.T = None, [], 0
+            return
+        idx = torch.tensor(keep, device=self.policy.device)
+        cut = min(self.pad[i] for i in keep)  # common left padding
+        self.pad = [self.pad[i] - cut for i in keep]
+        self.T -= cut
+        for layer in self._kv_layers(self.cache):
+            keys = getattr(layer, "keys", None)
+            if isinstance(keys, torch.Tensor) and keys.dim() == 4 and keys.numel():
+                layer.keys = layer.keys.index_select(0, idx)[:, :, cut:]
+                layer.values = layer.values.index_select(0, idx)[:, :, cut:]
+            for attr in ("conv_states", "recurrent_states"):
+                states = getattr(layer, attr, None)
+                if isinstance(states, dict):
+                    for i, t in states.items():
+                        if isinstance(t, torch.Tensor):
+                            states[i] = t.index_select(0, idx)
+
+    # --- DecodeBackend ----------------------------------------------------------
+    def add(self, key: str, ids: Sequence[int]) -> torch.Tensor:
+        logits, cache = self._prefill(ids)
+        if self.mode == "merge":
+            try:
+                self._merge(cache, len(ids))
+                self.rows.append(key)
+                self.lengths.append(len(ids))
+                return logits
+            except NotImplementedError:
+                if self.rows:
+                    raise
+                self.mode = "single"
+        self.single[key] = (cache, len(ids))
+        return logits
+
+    def step(self, keys: Sequence[str], tokens: Sequence[int]) -> torch.Tensor:
+        dev = self.policy.device
+        if self.mode == "single":
+            outs = []
+            for k, t in zip(keys, tokens):
+                cache, n = self.single[k]
+                x = torch.tensor([[t]], device=dev)
+                pos = torch.tensor([[n]], device=dev)
+                with torch.no_grad():
+                    hidden, cache = self.policy.forward_hidden(x, past_key_values=cache, use_cache=True,
+                                                               position_ids=pos)
+                self._after_forward(cache)
+                self.single[k] = (cache, n + 1)
+                outs.append(self.policy._head(hidden[0, -1]))
+            return torch.stack(outs)
+        row = {k: i for i, k in enumerate(self.rows)}
+        B = len(self.rows)
+        tok = torch.full((B, 1), tokenizer.PAD_ID, dtype=torch.long)
+        fed = [False] * B
+        for k, t in zip(keys, tokens):
+            tok[row[k], 0] = t
+            fed[row[k]] = True
+        if not all(fed):
+            raise RuntimeError("HF batched decode needs a token for every live sequence")
+        pos = torch.tensor([[n] for n in self.lengths], device=dev)
+        self.T += 1
+        mask = None  # without padding the model's own causal path is used (and no mask is built)
+        if any(self.pad):
+            pad = torch.tensor(self.pad, device=dev)
+            mask = (torch.arange(self.T, device=dev)[None, :] >= pad[:, None]).long()
+        with torch.no_grad():
+            hidden, cache = self.policy.forward_hidden(tok.to(dev), past_key_values=self.cache, use_cache=True,
+                                                       attention_mask=mask, position_ids=pos)
+        self.cache = cache
+        self._after_forward(cache)
+        self.lengths = [n + 1 for n in self.lengths]
+        logits = self.policy._head(hidden[:, -1])
+        return logits[torch.tensor([row[k] for k in keys], device=dev)]
+
+    def remove(self, key: str) -> None:
+        if key in self.single:
+            del self.single[key]
+            return
+        if key not in self.rows:
+            return
+        i = self.rows.index(key)
+        keep = [j for j in range(len(self.rows)) if j != i]
+        self._select(keep)
+        del self.rows[i]
+        del self.lengths[i]
+
+    def rebuild(self, seqs: Dict[str, Sequence[int]]) -> None:
+        self.rows, self.lengths, self.cache, self.pad, self.T, self.single = [], [], None, [], 0, {}
+        for key, ids in seqs.items():
+            self.add(key, ids)

@@ -1,0 +1,224 @@
+"""floe's reference inference engine: a vLLM/SGLang-style HTTP surface.
+
+    python -m floe_engine.inference_server --port 8100 --model tiny \
+        [--checkpoint DIR/v0] [--seed 0] [--max-batch 8]
+
+See engine/README.md for the routes. ``--port 0`` picks a free port; the
+first stdout line is a JSON object {"event": "ready", "port": ...}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Dict, List
+
+from . import __version__  # noqa: F401  (sets thread env before torch loads)
+import torch
+
+from . import checkpoint as ckpt
+from . import tokenizer
+from .httpserve import make_server, prometheus
+from .logprobs import batch_logprobs
+from .policy import build_policy
+from .sampling import SamplingParams
+from .scheduler import Engine, completion_response
+
+
+def _prompt_ids(prompt) -> List[int]:
+    if isinstance(prompt, str):
+        return tokenizer.encode(prompt)
+    if isinstance(prompt, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        return list(prompt)
+    if isinstance(prompt, list) and len(prompt) == 1:
+        return _prompt_ids(prompt[0])
+    raise ValueError("prompt must be a string or a list of token ids (one prompt per request)")
+
+
+def sampling_params(body: dict) -> SamplingParams:
+    stop = body.get("stop") or []
+    if isinstance(stop, str):
+        stop = [stop]
+    return SamplingParams(
+        max_tokens=int(body.get("max_tokens", 16) or 16),
+        temperature=float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0),
+        top_p=float(body.get("top_p", 1.0) if body.get("top_p") is not None else 1.0),
+        stop=list(stop),
+        stop_token_ids=[int(t) for t in body.get("stop_token_ids") or []],
+        ignore_eos=bool(body.get("ignore_eos", False)),
+        include_stop_str_in_output=bool(body.get("include_stop_str_in_output", False)),
+        seed=None if body.get("seed") is None else int(body["seed"]),
+    )
+
+
+class InferenceServer:
+    def __init__(self, engine: Engine, model_name: str):
+        self.engine = engine
+        self.model_name = model_name
+        self.started = time.time()
+
+    # POST /v1/completions
+    def completions(self, body: dict, headers: Dict[str, str]) -> dict:
+        if "prompt" not in body:
+            raise ValueError("missing field 'prompt'")
+        if body.get("stream"):
+            raise ValueError("stream=true is not supported by the reference engine; send stream=false")
+        params = sampling_params(body)
+        n = int(body.get("n", 1) or 1)
+        rid = body.get("request_id") or headers.get("x-request-id")
+        req = self.engine.submit(_prompt_ids(body["prompt"]), params, n=n, request_id=rid)
+        req.done.wait()
+        resp = completion_response(req, body.get("model") or self.model_name,
+                                   return_token_ids=bool(body.get("return_token_ids", False)))
+        if req.error:
+            raise RuntimeError(f"generation failed: {req.error}")
+        return resp
+
+    def tokenize(self, body: dict, headers) -> dict:
+        ids = _prompt_ids(body.get("prompt", body.get("text", "")))
+        return {"tokens": ids, "count": len(ids), "max_model_len": self.engine.policy.context}
+
+    def detokenize(self, body: dict, headers) -> dict:
+        ids = body.get("tokens")
+        if not isinstance(ids, list):
+            raise ValueError("tokens must be a list of token ids")
+        return {"prompt": tokenizer.decode(ids)}
+
+    def update_weights(self, body: dict, headers) -> dict:
+        path = body.get("path") or body.get("model_path")
+        if not path:
+            raise ValueError("missing field 'path' (a published version folder or its model.safetensors)")
+        t0 = time.perf_counter()
+        timings: dict = {}
+        meta, sd = ckpt.load(path, verify=bool(body.get("verify", True)), timings=timings)
+        version = body.get("version", meta.get("version"))
+        if version is None:
+            raise ValueError("no version given and the checkpoint sidecar has none")
+        if meta.get("version") is not None and body.get("version") is not None and int(meta["version"]) != int(version):
+            raise ValueError(f"asked for version {version} but {path} holds version {meta['version']}")
+        rebuilt = self.engine.update_weights(sd, int(version), timings)
+        return {"ok": True, "version": int(version), "load_ms": round((time.perf_counter() - t0) * 1e3, 2),
+                "rebuilt_sequences": rebuilt, "timings": timings}
+
+    def reset_prefix_cache(self, body, headers) -> dict:
+        return {"ok": True, "dropped_entries": self.engine.reset_prefix_cache()}
+
+    def pause(self, body, headers) -> dict:
+        self.engine.pause()
+        return {"ok": True, "paused": True}
+
+    def resume(self, body, headers) -> dict:
+        self.engine.resume()
+        return {"ok": True, "paused": False}
+
+    def abort(self, body, headers) -> dict:
+        ids = body.get("request_ids")
+        if body.get("all") or ids is None:
+            ids = None
+        elif not isinstance(ids, list):
+            raise ValueError("request_ids must be a list of request ids")
+        return {"ok": True, "aborted": self.engine.abort(ids)}
+
+    def logprobs(self, body, headers) -> dict:
+        samples = body.get("samples")
+        if not isinstance(samples, list):
+            raise ValueError("samples must be a list of {prompt_ids, completion_ids}")
+        out: dict = {}
+
+        def score():  # on the scheduler thread, between steps: consistent weights
+            out["lp"] = batch_logprobs(self.engine.policy, [(s["prompt_ids"], s["completion_ids"]) for s in samples])
+            out["version"] = self.engine.version
+
+        self.engine._run_command(score)
+        return {"logprobs": out["lp"], "version": out["version"]}
+
+    def health(self, body, headers) -> dict:
+        st = self.engine.stats()
+        return {"ok": True, "version": st["version"], "model": self.model_name, "paused": st["paused"],
+                "running": st["running"], "waiting": st["waiting"],
+                # what a client needs to check raw outputs: ids 0..255 are bytes
+                "tokenizer": {"kind": "byte", "eos_token_id": tokenizer.EOS_ID,
+                              "special_token_ids": [tokenizer.BOS_ID, tokenizer.PAD_ID],
+                              "max_model_len": self.engine.policy.context}}
+
+    def models(self, body, headers) -> dict:
+        return {"object": "list", "data": [{"id": self.model_name, "object": "model", "owned_by": "floe",
+                                             "max_model_len": self.engine.policy.context}]}
+
+    def metrics(self, body, headers):
+        st = self.engine.stats()
+        lab = {"model_name": self.model_name}
+        return prometheus([
+            ("vllm:num_requests_running", "gauge", "Sequences in the running batch.", st["running"], lab),
+            ("vllm:num_requests_waiting", "gauge", "Sequences waiting to be scheduled.", st["waiting"], lab),
+            ("vllm:generation_tokens_total", "counter", "Generated tokens.", st.get("generation_tokens", 0), lab),
+            ("vllm:prompt_tokens_total", "counter", "Prompt tokens received.", st.get("prompt_tokens", 0), lab),
+            ("floe_engine_weight_version", "gauge", "Weight version now serving.", st["version"]),
+            ("floe_engine_generation_tokens_total", "counter", "Generated tokens.", st.get("generation_tokens", 0)),
+            ("floe_engine_requests_total", "counter", "Completed requests.", st.get("requests", 0)),
+            ("floe_engine_aborted_sequences_total", "counter", "Sequences finished by abort.",
+             st.get("finished_abort", 0)),
+            ("floe_engine_weight_updates_total", "counter", "Weight updates applied.", st.get("weight_updates", 0)),
+            ("floe_engine_rebuilt_sequences_total", "counter", "In-flight sequences whose caches were rebuilt.",
+             st.get("rebuilt_sequences", 0)),
+            ("floe_engine_decode_steps_total", "counter", "Batched decode steps.", st.get("decode_steps", 0)),
+            ("floe_engine_paused", "gauge", "1 while paused.", int(st["paused"])),
+        ])
+
+    def routes(self):
+        r = {
+            ("POST", "/v1/completions"): self.completions,
+            ("POST", "/tokenize"): self.tokenize,
+            ("POST", "/detokenize"): self.detokenize,
+            ("POST", "/update_weights"): self.update_weights,
+            ("POST", "/update_weights_from_disk"): self.update_weights,  # SGLang's name
+            ("POST", "/reset_prefix_cache"): self.reset_prefix_cache,
+            ("POST", "/flush_cache"): self.reset_prefix_cache,  # SGLang's name
+            ("POST", "/pause"): self.pause,
+            ("POST", "/resume"): self.resume,
+            ("POST", "/abort_requests"): self.abort,
+            ("POST", "/logprobs"): self.logprobs,
+            ("GET", "/health"): self.health,
+            ("GET", "/v1/models"): self.models,
+            ("GET", "/metrics"): self.metrics,
+        }
+        return r
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m floe_engine.inference_server", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8100, help="0 = pick a free port")
+    ap.add_argument("--model", default="tiny", help="tiny | tiny:d_model=96,n_layers=2 | hf:<config.json|model_type:k=v,...>")
+    ap.add_argument("--checkpoint", default=None, help="a published version folder (or its model.safetensors)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-batch", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default="auto", help="fp32 | bf16 | auto (fp32 on CPU, bf16 on GPU)")
+    ap.add_argument("--recurrent-state-dtype", default="fp32", choices=["fp32", "model"])
+    ap.add_argument("--served-model-name", default=None)
+    ap.add_argument("--verbose", action="store_true")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    policy, version = build_policy(a.model, a.checkpoint, seed=a.seed, device=a.device, dtype=a.dtype,
+                                   recurrent_state_dtype=a.recurrent_state_dtype)
+    name = a.served_model_name or (a.model if a.model.startswith("hf:") else "floe-tiny")
+    engine = Engine(policy, version=version, max_batch=a.max_batch, seed=a.seed, model_name=name).start()
+    server = InferenceServer(engine, name)
+    httpd = make_server(a.host, a.port, server.routes(), verbose=a.verbose)
+    print(json.dumps({"event": "ready", "role": "inference", "host": a.host, "port": httpd.server_address[1],
+                      "model": name, "version": version, "parameters": policy.num_parameters(),
+                      "device": str(policy.device)}), flush=True)
+    try:
+        httpd.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        engine.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,291 @@
+"""One RL update: group-relative advantages, token-level importance ratios,
+an asymmetric clipped surrogate (or truncated IS), AdamW, publish.
+
+Kept free of HTTP so tests and the SFT script can call it directly.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+import torch
+
+from . import checkpoint as ckpt
+from .policy import Policy
+
+ADVANTAGES = ("group", "group-std", "given", "reward")
+RATIO_MODES = ("clip", "truncate")
+LOSS_AGGS = ("token-mean", "seq-mean-token-mean")
+
+
+@dataclass
+class StepConfig:
+    lr: Optional[float] = None
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    ratio_mode: str = "clip"          # 'clip' (PPO-style, asymmetric) | 'truncate' (truncated IS weight)
+    truncate_cap: float = 2.0
+    advantage: str = "group"          # group: r - mean(group); group-std: also / (std + eps); given; reward
+    advantage_std_norm: bool = False  # same as advantage='group-std'
+    advantage_eps: float = 1e-6
+    loss_agg: str = "token-mean"
+    grad_clip: float = 1.0
+    micro_batch_tokens: int = 16384
+
+    @classmethod
+    def from_dict(cls, d: Optional[dict]) -> "StepConfig":
+        d = dict(d or {})
+        mode = d.pop("mode", None)
+        if mode is not None:
+            d.setdefault("ratio_mode", mode)
+        known = set(cls.__dataclass_fields__)
+        bad = sorted(set(d) - known)
+        if bad:
+            raise ValueError(f"unknown train_step config field(s) {bad}; known: {sorted(known)}")
+        c = cls(**d)
+        if c.ratio_mode not in RATIO_MODES:
+            raise ValueError(f"config.ratio_mode must be one of {RATIO_MODES}")
+        if c.advantage not in ADVANTAGES:
+            raise ValueError(f"config.advantage must be one of {ADVANTAGES}")
+        if c.loss_agg not in LOSS_AGGS:
+            raise ValueError(f"config.loss_agg must be one of {LOSS_AGGS}")
+        if c.clip_low < 0 or c.clip_high < 0:
+            raise ValueError("config.clip_low/clip_high must be >= 0")
+        return c
+
+
+def load_samples(batch_path: str) -> List[dict]:
+    with open(batch_path) as f:
+        text = f.read()
+    if batch_path.endswith(".jsonl"):
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    data = json.loads(text)
+    return data["samples"] if isinstance(data, dict) else data
+
+
+def validate_samples(samples: Sequence[dict], vocab: int) -> None:
+    if not samples:
+        raise ValueError("the batch has no samples")
+    for i, s in enumerate(samples):
+        for k in ("prompt_ids", "completion_ids"):
+            if not isinstance(s.get(k), list):
+                raise ValueError(f"sample {i}: {k} must be a list of token ids")
+            if any((not isinstance(t, int)) or t < 0 or t >= vocab for t in s[k]):
+                raise ValueError(f"sample {i}: {k} has ids outside [0, {vocab})")
+        if not s["prompt_ids"]:
+            raise ValueError(f"sample {i}: prompt_ids is empty")
+        b = s.get("behaviour_logprobs")
+        if b is not None and len(b) != len(s["completion_ids"]):
+            raise ValueError(f"sample {i}: behaviour_logprobs has {len(b)} entries for "
+                             f"{len(s['completion_ids'])} completion tokens")
+
+
+def advantages(samples: Sequence[dict], cfg: StepConfig) -> List[float]:
+    mode = "group-std" if (cfg.advantage == "group" and cfg.advantage_std_norm) else cfg.advantage
+    groups: Dict[object, List[int]] = {}
+    for i, s in enumerate(samples):
+        groups.setdefault(s.get("group_id", i), []).append(i)
+    out = [0.0] * len(samples)
+    for idxs in groups.values():
+        rewards = [float(samples[i].get("reward", 0.0)) for i in idxs]
+        mean = sum(rewards) / len(rewards)
+        std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
+        for i, r in zip(idxs, rewards):
+            if mode == "reward":
+                a = r
+            elif mode == "group-std":
+                a = (r - mean) / (std + cfg.advantage_eps)
+            else:
+                a = r - mean
+            out[i] = a
+    for i, s in enumerate(samples):  # an explicit advantage always wins
+        if s.get("advantage") is not None:
+            out[i] = float(s["advantage"])
+        elif mode == "given":
+            raise ValueError(f"sample {i} has no advantage but config.advantage is 'given'")
+    return out
+
+
+class MasterWeightsAdamW:
+    """AdamW over fp32 master copies of a module whose own weights may be bf16.
+
+    The module keeps the engine's dtype, so the trainer's forward uses exactly
+    the weights (and the arithmetic precision) the engines sample with; that
+    is what keeps engine and trainer log-probs matched. Gradients are copied
+    into the fp32 masters, clipped and applied there, and the module's weights
+    are refreshed from the masters after each step. With an fp32 module this
+    is plain AdamW.
+    """
+
+    def __init__(self, params, lr: float, betas=(0.9, 0.99), weight_decay: float = 0.0, eps: float = 1e-8):
+        self.params = [p for p in params if p.requires_grad]
+        self.mixed = any(p.dtype != torch.float32 for p in self.params)
+        self.master = ([p.detach().float().clone() for p in self.params] if self.mixed else self.params)
+        self.opt = torch.optim.AdamW(self.master, lr=lr, betas=betas, weight_decay=weight_decay, eps=eps)
+        self.param_groups = self.opt.param_groups
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+        if self.mixed:
+            for m in self.master:
+                m.grad = None
+
+    def clip_and_step(self, max_norm: float) -> float:
+        """Clip the global grad norm to ``max_norm`` and step; returns the pre-clip norm
+        (the step is skipped when it is not finite)."""
+        if self.mixed:
+            for p, m in zip(self.params, self.master):
+                m.grad = None if p.grad is None else p.grad.detach().float()
+        with_grad = [m for m in self.master if m.grad is not None]
+        norm = float(torch.nn.utils.clip_grad_norm_(with_grad, max_norm)) if with_grad else 0.0
+        if math.isfinite(norm):
+            self.opt.step()
+            if self.mixed:
+                with torch.no_grad():
+                    for p, m in zip(self.params, self.master):
+                        p.copy_(m)
+        self.zero_grad()
+        return norm
+
+
+class Trainer:
+    def __init__(self, policy: Policy, version: int, publish_dir: str, lr: float = 1e-4,
+                 weight_decay: float = 0.0, betas=(0.9, 0.99), publish_dtype: Optional[torch.dtype] = None):
+        self.policy = policy
+        self.version = version
+        self.publish_dir = publish_dir
+        self.lr = lr
+        self.publish_dtype = publish_dtype
+        self.opt = MasterWeightsAdamW(policy.module.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
+        self.lock = threading.Lock()
+        self.steps = 0
+        self.last_metrics: dict = {}
+
+    def published_path(self, version: Optional[int] = None) -> str:
+        return os.path.join(ckpt.version_dir(self.publish_dir, self.version if version is None else version),
+                            ckpt.WEIGHTS)
+
+    def publish(self, timings: Optional[dict] = None) -> str:
+        return ckpt.publish(self.policy.state_dict(), self.publish_dir, self.version, self.policy.config_dict(),
+                            dtype=self.publish_dtype, timings=timings)
+
+    def ensure_published(self) -> str:
+        path = self.published_path()
+        if not os.path.exists(path):
+            path = self.publish()
+        return path
+
+    def logprobs(self, pairs) -> List[List[float]]:
+        from .logprobs import batch_logprobs
+        with self.lock:
+            return batch_logprobs(self.policy, pairs)
+
+    def _micro_batches(self, samples: Sequence[dict], budget: int) -> List[List[int]]:
+        order = sorted(range(len(samples)), key=lambda i: tuple(samples[i]["prompt_ids"]))
+        batches, cur, n = [], [], 0
+        for i in order:  # same-prompt samples stay together so the tiny model shares the prompt
+            t = len(samples[i]["prompt_ids"]) + len(samples[i]["completion_ids"])
+            if cur and n + t > budget and samples[i]["prompt_ids"] != samples[cur[-1]]["prompt_ids"]:
+                batches.append(cur)
+                cur, n = [], 0
+            cur.append(i)
+            n += t
+        if cur:
+            batches.append(cur)
+        return batches
+
+    def train_step(self, samples: Sequence[dict], config: Optional[dict] = None) -> dict:
+        cfg = StepConfig.from_dict(config)
+        validate_samples(samples, self.policy.vocab_size)
+        with self.lock:
+            return self._train_step(list(samples), cfg)
+
+    def _train_step(self, samples: List[dict], cfg: StepConfig) -> dict:
+        t0 = time.perf_counter()
+        pol = self.policy
+        pol.module.eval()  # no dropout: the trainer must score exactly what the engine sampled
+        adv = advantages(samples, cfg)
+        n_tokens = sum(len(s["completion_ids"]) for s in samples)
+        if n_tokens == 0:
+            raise ValueError("the batch has no completion tokens")
+        seq_count = sum(1 for s in samples if s["completion_ids"])
+        lr = cfg.lr if cfg.lr is not None else self.lr
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        self.opt.zero_grad()
+        acc = {"loss": 0.0, "abs": 0.0, "k3": 0.0, "ent": 0.0, "clipped": 0.0, "ratio_max": 0.0}
+        for mb in self._micro_batches(samples, cfg.micro_batch_tokens):
+            res = pol.token_logprobs([(samples[i]["prompt_ids"], samples[i]["completion_ids"]) for i in mb],
+                                     grad=True, entropy=True)
+            loss = None
+            for i, (lp, ent) in zip(mb, res):
+                if lp.numel() == 0:
+                    continue
+                s = samples[i]
+                b = s.get("behaviour_logprobs")
+                blp = lp.detach() if b is None else torch.tensor(b, dtype=lp.dtype, device=lp.device)
+                log_ratio = lp - blp
+                ratio = log_ratio.exp()
+                a = adv[i]
+                if cfg.ratio_mode == "clip":
+                    surr1 = ratio * a
+                    surr2 = ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high) * a
+                    tok_loss = -torch.minimum(surr1, surr2)
+                    clipped = (surr2 < surr1).float()
+                else:
+                    w = ratio.detach().clamp(max=cfg.truncate_cap)
+                    tok_loss = -w * a * lp
+                    clipped = (ratio.detach() > cfg.truncate_cap).float()
+                if cfg.loss_agg == "token-mean":
+                    part = tok_loss.sum() / n_tokens
+                else:  # seq-mean-token-mean
+                    part = tok_loss.mean() / seq_count
+                loss = part if loss is None else loss + part
+                with torch.no_grad():
+                    d = log_ratio.detach()
+                    acc["loss"] += float(part.detach())
+                    acc["abs"] += float(d.abs().sum())
+                    # k3 estimator of KL(behaviour || trainer) from behaviour samples: r - 1 - log r
+                    acc["k3"] += float((d.exp() - 1 - d).sum())
+                    acc["ent"] += float(ent.sum())
+                    acc["clipped"] += float(clipped.sum())
+                    acc["ratio_max"] = max(acc["ratio_max"], float(ratio.detach().max()))
+            if loss is not None:
+                loss.backward()
+        grad_norm = self.opt.clip_and_step(cfg.grad_clip)
+        if pol.device.type == "cuda":
+            torch.cuda.synchronize()
+        train_ms = (time.perf_counter() - t0) * 1e3
+        self.version += 1
+        self.steps += 1
+        t1 = time.perf_counter()
+        pub_timings: dict = {}
+        path = self.publish(pub_timings)
+        publish_ms = (time.perf_counter() - t1) * 1e3
+        rewards = [float(s.get("reward", 0.0)) for s in samples]
+        metrics = {
+            "loss": acc["loss"], "grad_norm": grad_norm, "entropy": acc["ent"] / n_tokens,
+            "clip_fraction": acc["clipped"] / n_tokens,
+            "mismatch_mean_abs_logprob": acc["abs"] / n_tokens, "mismatch_kl": acc["k3"] / n_tokens,
+            "ratio_max": acc["ratio_max"], "reward_mean": sum(rewards) / len(rewards),
+            "advantage_mean": sum(adv) / len(adv), "advantage_abs_mean": sum(abs(a) for a in adv) / len(adv),
+            "tokens": n_tokens, "samples": len(samples), "lr": lr, "skipped_step": not math.isfinite(grad_norm),
+            "train_ms": round(train_ms, 2), "publish_ms": round(publish_ms, 2), "publish_breakdown": pub_timings,
+        }
+        self.last_metrics = metrics
+        self._log({"version": self.version, "path": path, **metrics})
+        return {"version": self.version, "path": path, "metrics": metrics}
+
+    def _log(self, row: dict) -> None:
+        try:
+            os.makedirs(self.publish_dir, exist_ok=True)
+            with open(os.path.join(self.publish_dir, "train_steps.jsonl"), "a") as f:
+                f.write(json.dumps(row) + "\n")
+        except OSError:
+            pass

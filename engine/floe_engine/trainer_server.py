@@ -1,0 +1,123 @@
+"""floe's reference trainer: one RL step per POST, weights published for engines.
+
+    python -m floe_engine.trainer_server --port 8200 --model tiny \
+        --checkpoint DIR/v0 --publish-dir DIR --lr 1e-4
+
+POST /train_step {batch_path | samples, config} -> {version, path, metrics}
+POST /logprobs {samples: [{prompt_ids, completion_ids}]} -> {logprobs}
+GET /health, GET /metrics. ``--port 0`` picks a free port; the first stdout
+line is a JSON object {"event": "ready", "port": ...}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from . import __version__  # noqa: F401  (sets thread env before torch loads)
+import torch
+
+from .httpserve import make_server, prometheus
+from .policy import build_policy
+from .trainer import Trainer, load_samples
+
+
+class TrainerServer:
+    def __init__(self, trainer: Trainer, model_name: str):
+        self.trainer = trainer
+        self.model_name = model_name
+        self.busy = 0
+        self.failed = 0
+
+    def train_step(self, body: dict, headers) -> dict:
+        if body.get("samples") is not None:
+            samples = body["samples"]
+        elif body.get("batch_path"):
+            samples = load_samples(body["batch_path"])
+        else:
+            raise ValueError("give batch_path (a .json or .jsonl file of samples) or inline samples")
+        self.busy += 1
+        try:
+            return self.trainer.train_step(samples, body.get("config"))
+        except Exception:
+            self.failed += 1
+            raise
+        finally:
+            self.busy -= 1
+
+    def logprobs(self, body: dict, headers) -> dict:
+        samples = body.get("samples")
+        if not isinstance(samples, list):
+            raise ValueError("samples must be a list of {prompt_ids, completion_ids}")
+        lps = self.trainer.logprobs([(s["prompt_ids"], s["completion_ids"]) for s in samples])
+        return {"logprobs": lps, "version": self.trainer.version}
+
+    def health(self, body, headers) -> dict:
+        return {"ok": True, "version": self.trainer.version, "model": self.model_name,
+                "path": self.trainer.published_path(), "busy": self.busy > 0}
+
+    def metrics(self, body, headers):
+        m = self.trainer.last_metrics
+        rows = [
+            ("floe_trainer_weight_version", "gauge", "Latest published weight version.", self.trainer.version),
+            ("floe_trainer_steps_total", "counter", "Train steps completed.", self.trainer.steps),
+            ("floe_trainer_failed_steps_total", "counter", "Train steps that raised.", self.failed),
+            ("floe_trainer_busy", "gauge", "1 while a train step runs.", int(self.busy > 0)),
+        ]
+        for k in ("loss", "grad_norm", "entropy", "clip_fraction", "mismatch_mean_abs_logprob", "mismatch_kl",
+                  "train_ms", "publish_ms"):
+            if k in m:
+                rows.append((f"floe_trainer_last_{k}", "gauge", f"{k} of the last step.", m[k]))
+        return prometheus(rows)
+
+    def routes(self):
+        return {
+            ("POST", "/train_step"): self.train_step,
+            ("POST", "/logprobs"): self.logprobs,
+            ("GET", "/health"): self.health,
+            ("GET", "/metrics"): self.metrics,
+        }
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m floe_engine.trainer_server", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8200, help="0 = pick a free port")
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--checkpoint", default=None, help="a published version folder (or its model.safetensors)")
+    ap.add_argument("--publish-dir", required=True, help="new weights go to <dir>/v<version>/model.safetensors")
+    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default="auto", help="model dtype, as on the engines: fp32 | bf16 | auto (fp32 master copies live in the optimizer)")
+    ap.add_argument("--publish-dtype", default="auto", help="fp32 | bf16 | auto (= compute dtype)")
+    ap.add_argument("--recurrent-state-dtype", default="fp32", choices=["fp32", "model"])
+    ap.add_argument("--verbose", action="store_true")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    policy, version = build_policy(a.model, a.checkpoint, seed=a.seed, device=a.device, dtype=a.dtype,
+                                   recurrent_state_dtype=a.recurrent_state_dtype, for_training=True)
+    from .policy import parse_dtype
+    pub = policy.dtype if a.publish_dtype == "auto" else parse_dtype(a.publish_dtype, policy.device)
+    trainer = Trainer(policy, version, a.publish_dir, lr=a.lr, weight_decay=a.weight_decay, publish_dtype=pub)
+    t0 = time.perf_counter()
+    path = trainer.ensure_published()  # engines can always load the version the trainer starts from
+    name = a.model if a.model.startswith("hf:") else "floe-tiny"
+    httpd = make_server(a.host, a.port, TrainerServer(trainer, name).routes(), verbose=a.verbose)
+    print(json.dumps({"event": "ready", "role": "trainer", "host": a.host, "port": httpd.server_address[1],
+                      "model": name, "version": version, "path": path, "parameters": policy.num_parameters(),
+                      "device": str(policy.device), "startup_publish_ms": round((time.perf_counter() - t0) * 1e3, 1)}),
+          flush=True)
+    try:
+        httpd.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

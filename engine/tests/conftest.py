@@ -1,0 +1,125 @@
+"""Fixtures: servers run as subprocesses on free ports and are always killed."""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Optional
+
+import pytest
+
+ENGINE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ENGINE_DIR)
+
+
+class Server:
+    def __init__(self, module: str, args, log_path: str):
+        env = dict(os.environ, PYTHONPATH=ENGINE_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                   PYTHONUNBUFFERED="1")
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen([sys.executable, "-m", module, "--port", "0", *map(str, args)],
+                                     stdout=subprocess.PIPE, stderr=self.log, env=env, text=True)
+        lines: "queue.Queue[str]" = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(l) for l in self.proc.stdout], daemon=True).start()
+        try:
+            first = lines.get(timeout=60)
+        except queue.Empty:
+            self.kill()
+            raise RuntimeError(f"{module} did not start; see {log_path}")
+        self.ready = json.loads(first)
+        self.url = f"http://127.0.0.1:{self.ready['port']}"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+    def get(self, path: str, raw: bool = False):
+        with urllib.request.urlopen(self.url + path, timeout=120) as r:
+            body = r.read().decode()
+        return body if raw else json.loads(body)
+
+    def post(self, path: str, body: Optional[dict] = None, expect: int = 200):
+        req = urllib.request.Request(self.url + path, data=json.dumps(body or {}).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                status, data = r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            status, data = e.code, e.read().decode()
+        assert status == expect, f"{path}: HTTP {status}: {data}"
+        return json.loads(data)
+
+    def metric(self, name: str) -> float:
+        for line in self.get("/metrics", raw=True).splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                return float(line.rsplit(" ", 1)[1])
+        raise KeyError(name)
+
+
+@pytest.fixture(scope="session")
+def ckpt_dir(tmp_path_factory):
+    """Published tiny checkpoints v0, v1, v2 (different random weights) + an 'always EOS' model."""
+    import torch
+    from floe_engine import checkpoint as ckpt
+    from floe_engine.model import TinyConfig
+    from floe_engine.policy import TinyPolicy
+    from floe_engine import tokenizer
+
+    d = tmp_path_factory.mktemp("ckpt")
+    cfg = TinyConfig(d_model=64, n_layers=2, n_heads=4, context=1024, init_std=0.2)
+    for v in range(3):
+        pol = TinyPolicy(cfg, torch.device("cpu"), seed=100 + v)
+        ckpt.publish(pol.state_dict(), str(d / "pub"), v, pol.config_dict())
+    pol = TinyPolicy(cfg, torch.device("cpu"), seed=5)
+    with torch.no_grad():  # logits = u . E[v] with u = E[EOS] large: EOS wins by a mile
+        u = torch.randn(cfg.d_model) * 3
+        pol.module.tok.weight[tokenizer.EOS_ID] = u
+        pol.module.ln_f.weight.zero_()
+        pol.module.ln_f.bias.copy_(u)
+    ckpt.publish(pol.state_dict(), str(d / "eos"), 0, pol.config_dict())
+    return d
+
+
+@pytest.fixture
+def start_server(tmp_path):
+    servers = []
+
+    def start(module: str, *args) -> Server:
+        s = Server(module, args, str(tmp_path / f"{module.rsplit('.', 1)[-1]}-{len(servers)}.log"))
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.kill()
+
+
+def wait_for(cond, timeout=30.0, interval=0.01):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if cond():
+            return True
+        time.sleep(interval)
+    raise AssertionError("condition not met within %.0fs" % timeout)
+
+
+@pytest.fixture(scope="module")
+def engine_v0(ckpt_dir, tmp_path_factory):
+    """One engine on checkpoint v0 shared by a test module (max batch 4)."""
+    s = Server("floe_engine.inference_server",
+               ["--checkpoint", ckpt_dir / "pub" / "v0", "--seed", 1, "--max-batch", 4],
+               str(tmp_path_factory.mktemp("logs") / "engine.log"))
+    yield s
+    s.kill()

@@ -1,0 +1,66 @@
+"""The trainer's HTTP surface: a train step moves log-probs the way the
+advantages say, publishes a loadable version, and matches the engine."""
+import json
+
+PROMPT = list(b"Issue: parser crashes on empty input. Reply with one tool call.\n")
+GOOD = list(b'{"tool":"edit","path":"parser.py"}') + [256]
+BAD = list(b'{"tool":"shell","cmd":"rm -rf"}') + [256]
+
+
+def total(lp):
+    return sum(lp)
+
+
+def test_train_step_raises_positive_lowers_negative(start_server, ckpt_dir, tmp_path):
+    tr = start_server("floe_engine.trainer_server", "--checkpoint", ckpt_dir / "pub" / "v0",
+                      "--publish-dir", tmp_path / "pub", "--lr", "3e-3")
+    assert tr.ready["version"] == 0 and tr.get("/health")["version"] == 0
+    pairs = [{"prompt_ids": PROMPT, "completion_ids": GOOD}, {"prompt_ids": PROMPT, "completion_ids": BAD}]
+    before = tr.post("/logprobs", {"samples": pairs})["logprobs"]
+    samples = [dict(pairs[0], group_id="g", reward=1.0, behaviour_logprobs=before[0], rollout_id="r0"),
+               dict(pairs[1], group_id="g", reward=0.0, behaviour_logprobs=before[1], rollout_id="r1")]
+    batch = tmp_path / "batch.jsonl"
+    batch.write_text("\n".join(json.dumps(s) for s in samples))
+    r = tr.post("/train_step", {"batch_path": str(batch), "config": {"clip_low": 0.2, "clip_high": 0.28}})
+    assert r["version"] == 1 and r["path"].endswith("v1/model.safetensors")
+    m = r["metrics"]
+    assert m["samples"] == 2 and m["tokens"] == len(GOOD) + len(BAD)
+    assert m["mismatch_mean_abs_logprob"] < 1e-5 and abs(m["mismatch_kl"]) < 1e-6  # on-policy batch
+    assert m["clip_fraction"] == 0 and m["grad_norm"] > 0 and m["entropy"] > 0
+    assert m["train_ms"] > 0 and m["publish_ms"] > 0
+    after = tr.post("/logprobs", {"samples": pairs})["logprobs"]
+    assert total(after[0]) > total(before[0]) + 0.5  # positive advantage: more likely
+    assert total(after[1]) < total(before[1]) - 0.5  # negative advantage: less likely
+    assert tr.get("/health")["version"] == 1
+    assert "floe_trainer_steps_total 1" in tr.get("/metrics", raw=True)
+
+    # an inline batch with an explicit negative advantage, truncated-IS mode, stale behaviour log-probs
+    r2 = tr.post("/train_step", {"samples": [dict(samples[0], advantage=-1.0)],
+                                 "config": {"ratio_mode": "truncate", "truncate_cap": 2.0}})
+    assert r2["version"] == 2 and r2["metrics"]["mismatch_mean_abs_logprob"] > 1e-3
+    after2 = tr.post("/logprobs", {"samples": pairs[:1]})["logprobs"]
+    assert total(after2[0]) < total(after[0])
+
+    # engines load what the trainer published and score it the same way
+    eng = start_server("floe_engine.inference_server", "--checkpoint", ckpt_dir / "pub" / "v0")
+    up = eng.post("/update_weights", {"path": r2["path"], "version": 2})
+    assert up["version"] == 2
+    e = eng.post("/logprobs", {"samples": pairs})
+    assert e["version"] == 2
+    t = tr.post("/logprobs", {"samples": pairs})["logprobs"]
+    assert max(abs(a - b) for x, y in zip(e["logprobs"], t) for a, b in zip(x, y)) < 1e-5
+    # and the engine's sampled-token log-probs (cached decode) match the trainer's full forward
+    c = eng.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 40, "seed": 1, "ignore_eos": True})["choices"][0]
+    t = tr.post("/logprobs", {"samples": [{"prompt_ids": PROMPT, "completion_ids": c["token_ids"]}]})["logprobs"][0]
+    assert max(abs(a - b) for a, b in zip(c["logprobs"]["token_logprobs"], t)) < 1e-4
+
+
+def test_train_step_rejects_bad_batches(start_server, ckpt_dir, tmp_path):
+    tr = start_server("floe_engine.trainer_server", "--checkpoint", ckpt_dir / "pub" / "v0",
+                      "--publish-dir", tmp_path / "pub")
+    bad = {"prompt_ids": PROMPT, "completion_ids": GOOD, "behaviour_logprobs": [0.0], "reward": 1}
+    err = tr.post("/train_step", {"samples": [bad]}, expect=400)
+    assert "behaviour_logprobs" in err["error"]["message"]
+    tr.post("/train_step", {"samples": [dict(bad, behaviour_logprobs=None)], "config": {"nope": 1}}, expect=400)
+    tr.post("/train_step", {}, expect=400)
+    assert tr.get("/health")["version"] == 0

@@ -1,0 +1,112 @@
+"""In-process checks of the pieces the servers are built from."""
+import random
+
+import pytest
+import torch
+
+from floe_engine import checkpoint as ckpt
+from floe_engine import tokenizer
+from floe_engine.logprobs import batch_logprobs, logprobs
+from floe_engine.model import SlotKVCache, TinyConfig, decode, prefill
+from floe_engine.policy import TinyPolicy, build_policy
+from floe_engine.sampling import sample
+from floe_engine.trainer import StepConfig, advantages
+
+
+def test_tokenizer_round_trip():
+    text = "def f(x):\n    return x + 1  # ünïcødé ✓"
+    ids = tokenizer.encode(text)
+    assert all(0 <= i < 256 for i in ids)
+    assert tokenizer.decode(ids + [tokenizer.EOS_ID]) == text
+    assert tokenizer.decode([0xFF, 0x41]) == "\ufffdA"
+    assert tokenizer.to_bytes([65, tokenizer.BOS_ID, 66]) == b"AB"
+
+
+def test_tiny_config_spec():
+    c = TinyConfig.parse("tiny:d=32,layers=1,heads=2,ctx=128")
+    assert (c.d_model, c.n_layers, c.n_heads, c.context, c.d_ff) == (32, 1, 2, 128, 128)
+    with pytest.raises(ValueError):
+        TinyConfig.parse("tiny:nonsense=1")
+
+
+def test_cached_decode_matches_full_forward_and_shared_logprobs():
+    pol = TinyPolicy(TinyConfig(d_model=32, n_layers=2, n_heads=4, context=256, init_std=0.3),
+                     torch.device("cpu"), seed=3)
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, 256, (40,), generator=g).tolist()
+    comp = torch.randint(0, 256, (20,), generator=g).tolist()
+    # engine path: prefill + batched decode (two slots, one of them idle in the middle)
+    cache = SlotKVCache(pol.module, 3)
+    prefill(pol.module, cache, 0, prompt)
+    prefill(pol.module, cache, 2, prompt)
+    lps = []
+    for t in comp:
+        logits = decode(pol.module, cache, [0, 2], [t, t])
+        lps.append(logits)
+    engine_lp = []
+    # logits after feeding comp[t] predict comp[t+1]; first prediction comes from the prompt
+    first = pol.module(torch.tensor([prompt]))[0, -1]
+    allp = [first] + [x[0] for x in lps[:-1]]
+    for lg, t in zip(allp, comp):
+        engine_lp.append(torch.log_softmax(lg[:259], -1)[t].item())
+    trainer_lp = logprobs(pol, prompt, comp)
+    assert max(abs(a - b) for a, b in zip(engine_lp, trainer_lp)) < 1e-5
+    # rows 0 and 2 saw the same tokens: identical logits
+    assert torch.allclose(lps[-1][0], lps[-1][1])
+    # grouped scoring (shared prompt) == one-by-one scoring
+    pairs = [(prompt, comp), (prompt, comp[:7]), (prompt[:10], comp)]
+    together = batch_logprobs(pol, pairs)
+    alone = [logprobs(pol, p, c) for p, c in pairs]
+    for a, b in zip(together, alone):
+        assert max(abs(x - y) for x, y in zip(a, b)) < 1e-5
+
+
+def test_sampling_top_p_greedy_and_determinism():
+    logits = torch.tensor([[5.0, 4.9, 0.0, -1.0], [0.0, 0.0, 0.0, 9.0]])
+    toks, lps = sample(logits, [0.0, 1.0], [1.0, 1.0], [random.Random(1), random.Random(2)])
+    assert toks[0] == 0
+    assert abs(lps[0] - torch.log_softmax(logits[0], -1)[0].item()) < 1e-6
+    # top_p small keeps only the best token
+    seen = {sample(logits[:1], [1.0], [0.05], [random.Random(s)])[0][0] for s in range(50)}
+    assert seen == {0}
+    a = [sample(logits, [1.0, 1.0], [1.0, 1.0], [random.Random(7), random.Random(8)])[0] for _ in range(3)]
+    assert a[0] == a[1] == a[2]
+
+
+def test_group_advantages():
+    s = [{"group_id": "a", "reward": 1.0}, {"group_id": "a", "reward": 0.0},
+         {"group_id": "b", "reward": 1.0}, {"group_id": "b", "reward": 1.0, "advantage": -2.0}]
+    assert advantages(s, StepConfig()) == [0.5, -0.5, 0.0, -2.0]
+    a = advantages(s[:2], StepConfig(advantage="group-std"))
+    assert abs(a[0] - 1.0) < 1e-4 and abs(a[1] + 1.0) < 1e-4
+    with pytest.raises(ValueError):
+        StepConfig.from_dict({"clip": 0.2})
+
+
+def test_checkpoint_round_trip_and_sha(tmp_path):
+    pol = TinyPolicy(TinyConfig(d_model=32, n_layers=1, n_heads=2, context=64), torch.device("cpu"), seed=1)
+    path = ckpt.publish(pol.state_dict(), str(tmp_path), 3, pol.config_dict())
+    assert path.endswith("v3/model.safetensors")
+    meta = ckpt.read_meta(path)
+    assert meta["version"] == 3 and meta["config"]["kind"] == "tiny" and len(meta["sha256"]) == 64
+    loaded, version = build_policy("tiny", str(tmp_path / "v3"))
+    assert version == 3 and loaded.weights_digest() == pol.weights_digest()
+    with open(path, "r+b") as f:  # corrupt one byte near the end
+        f.seek(-3, 2)
+        f.write(b"\x00\x01\x02")
+    with pytest.raises(ValueError, match="sha256"):
+        ckpt.load(path)
+
+
+def test_master_weights_optimizer_keeps_bf16_module_in_sync():
+    from floe_engine.trainer import MasterWeightsAdamW
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 4).to(torch.bfloat16)
+    opt = MasterWeightsAdamW(lin.parameters(), lr=1e-2)
+    assert opt.mixed and all(m.dtype == torch.float32 for m in opt.master)
+    for _ in range(3):
+        lin(torch.randn(2, 8, dtype=torch.bfloat16)).float().pow(2).sum().backward()
+        norm = opt.clip_and_step(1.0)
+        assert norm > 0
+    for p, m in zip(lin.parameters(), opt.master):
+        assert p.dtype == torch.bfloat16 and torch.equal(p, m.to(torch.bfloat16)) and p.grad is None
