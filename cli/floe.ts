@@ -56,7 +56,7 @@ async function main(argv: string[]): Promise<number> {
       const p = parseArgs(rest, { set: 'multi' });
       const config = loadRunConfig(p.positional[0], p.flags.get('set') ?? []);
       await up(s);
-      return runDemo(s, config);
+      return (await runDemo(s, config)).ok ? 0 : 1;
     }
     case undefined:
     case 'help':

@@ -12,30 +12,41 @@ import { workflowsPath } from '../workers/worker.js';
 import { settings, withWorkers, type Platform } from './helpers/platform.js';
 import { floe } from './helpers/cli.js';
 import { eventually } from './helpers/wait.js';
+import { renderToolCall } from '../core/tools.js';
+import { startScriptedEngine, type ScriptedEngine } from './helpers/scriptedEngine.js';
 
 /** The platform end to end: the floe CLI starts, lists, pauses, resumes and stops a real run
  *  on the real Temporal server, Postgres follows, history survives a server restart, the Web
  *  UI shows the run, and recorded histories replay deterministically. */
 
-const dataset = path.join(import.meta.dirname, 'fixtures', 'datasets', 'swe-gym.jsonl');
+const oneToyTask = ['--set', 'tasks.source=toy', '--set', 'tasks.include=["toy__c_to_f"]', '--set', 'tasks.excludeLooseTests=false'];
 const outDir = path.join(import.meta.dirname, 'out');
 let platform: Platform;
 let db: pg.Client;
+/** Test double: every turn submits at once (a real rollout, graded, reward 0). */
+let engine: ScriptedEngine;
 const finished: string[] = [];
 
 beforeAll(async () => {
-  platform = await withWorkers(['control']);
+  platform = await withWorkers(['control', 'sandbox']);
+  engine = await startScriptedEngine({ fallback: { text: renderToolCall({ name: 'submit', arguments: {} }) } });
   db = new pg.Client({ connectionString: settings.postgres.url });
   await db.connect();
   fs.mkdirSync(outDir, { recursive: true });
 });
 afterAll(async () => {
   await db?.end();
+  await engine?.close();
   await platform?.close();
 });
 
+/** A small real run: rollouts against the scripted engine; no batch fills before the test
+ *  stops it (groupsPerUpdate is large), so no trainer is needed. */
+const runArgs = () => ['--set', `engines.endpoints=[{"id":"scripted","url":"${engine.url}","node":"local"}]`, '--set', 'trainer.url=http://127.0.0.1:9',
+  '--set', 'rollout.groupSize=2', '--set', 'rollout.maxInFlight=2', '--set', 'training.groupsPerUpdate=1000'];
+
 async function startViaCli(name: string): Promise<string> {
-  const r = (await floe(['run', 'start', '--set', `name=${name}`, '--set', `tasks.source=${dataset}`]));
+  const r = (await floe(['run', 'start', '--set', `name=${name}`, ...oneToyTask, ...runArgs()]));
   expect(r.stderr).toBe('');
   expect(r.code).toBe(0);
   const m = /started run (\S+)/.exec(r.stdout);
@@ -86,7 +97,7 @@ describe('runs through the floe CLI', () => {
   });
 
   it('a bad task source fails the run with the reason recorded in Postgres', async () => {
-    const r = (await floe(['run', 'start', '--set', 'name=badsource', '--set', 'tasks.source=/no/such.jsonl']));
+    const r = (await floe(['run', 'start', '--set', 'name=badsource', '--set', 'tasks.source=/no/such.jsonl', ...runArgs()]));
     const runId = /started run (\S+)/.exec(r.stdout)![1];
     await eventually('the run to fail', () => dbStatus(runId), (row) => row?.status === 'failed');
     const summary = (await db.query('select summary from runs where run_id = $1', [runId])).rows[0].summary;

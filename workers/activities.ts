@@ -8,6 +8,9 @@ import { createGenerateActivities } from '../activities/generate.js';
 import { LiveRouter } from '../activities/router.js';
 import { createSandboxActivities, startSandboxReaper, workerIdentity } from '../activities/sandbox.js';
 import { createGradingActivities } from '../activities/grading.js';
+import { createTrainingActivities } from '../activities/training.js';
+import { createGpuActivities } from '../activities/gpu.js';
+import path from 'node:path';
 
 /** Activities by worker role. Each role's worker registers only what runs where it runs. */
 
@@ -20,6 +23,7 @@ export function controlActivities(s: Settings) {
     ...createTaskActivities(pool),
     ...createAuditActivities(pool),
     ...createGenerateActivities(pool, new LiveRouter()),
+    ...createTrainingActivities(pool),
   };
 }
 
@@ -41,6 +45,8 @@ export function startReaper(s: Settings, host: string): { stop(): void } {
   });
 }
 
-export function gpuActivities(_s: Settings, _node: string) {
-  return {};
+/** gpu@<node>: the trainer and engines on this node (batches are read from Postgres and
+ *  handed to the trainer as files under FLOE_HOME/batches). */
+export function gpuActivities(s: Settings, _node: string) {
+  return createGpuActivities(dbPool(s.postgres.url), { batchDir: path.join(s.home, 'batches') });
 }

@@ -2,3 +2,5 @@
 export { trainingRun } from './trainingRun.js';
 export { rollout } from './rollout.js';
 export { rewardGate } from './rewardGate.js';
+export { weightUpdate } from './weightUpdate.js';
+export { eviction } from './eviction.js';

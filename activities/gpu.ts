@@ -1,0 +1,87 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type pg from 'pg';
+import { Context } from '@temporalio/activity';
+import { updateWeights, type EngineEndpoint } from './engineClient.js';
+
+/** Activities of a GPU node's worker (task queue floe-gpu@<node>): the trainer and the
+ *  inference engines that run on that node, over HTTP. */
+
+export interface TrainStepInput {
+  runId: string;
+  /** The version this step publishes (current + 1); a retried activity finds it done. */
+  version: number;
+  trainerUrl: string;
+  /** rolloutId → advantage (rollouts by reference: their tokens are read from Postgres). */
+  advantages: Record<string, number>;
+  config: { lr: number; clipLow: number; clipHigh: number };
+}
+
+export interface TrainStepResult { version: number; path: string; metrics: Record<string, number>; samples: number; trainMs: number }
+
+function heartbeat(): void {
+  try { Context.current().heartbeat(); } catch { /* called outside an activity (tests) */ }
+}
+
+async function post<T>(url: string, body: unknown, timeoutMs: number): Promise<T> {
+  const ctrl = new AbortController();
+  const timer = setTimeout(() => ctrl.abort(), timeoutMs);
+  const beat = setInterval(heartbeat, 5000);
+  try {
+    const res = await fetch(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' }, signal: ctrl.signal });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`${url}: HTTP ${res.status}: ${text.slice(0, 500)}`);
+    return JSON.parse(text) as T;
+  } finally {
+    clearTimeout(timer);
+    clearInterval(beat);
+  }
+}
+
+export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
+  return {
+    async trainStep(input: TrainStepInput): Promise<TrainStepResult> {
+      type TrainerHealth = { version: number; path: string; busy: boolean };
+      let health = await (await fetch(new URL('/health', input.trainerUrl))).json() as TrainerHealth;
+      while (health.busy) {
+        // an earlier attempt of this activity may still be stepping: let it finish first
+        heartbeat();
+        await new Promise((r) => setTimeout(r, 1000));
+        health = await (await fetch(new URL('/health', input.trainerUrl))).json() as TrainerHealth;
+      }
+      if (health.version === input.version) {
+        // The step ran but this activity did not report it (worker crash): do not step twice.
+        return { version: health.version, path: health.path, metrics: {}, samples: 0, trainMs: 0 };
+      }
+      if (health.version !== input.version - 1) throw new Error(`trainer at ${input.trainerUrl} is at version ${health.version} and the run at ${input.version - 1}; they must agree (restart the trainer from the run's checkpoint)`);
+      const ids = Object.keys(input.advantages);
+      const rows = await pool.query<{ rollout_id: string; group_id: string; reward: number; prompt_ids: number[]; completion_ids: number[]; logprobs: number[] }>(
+        `select r.rollout_id, r.group_id, r.reward, t.prompt_ids, t.completion_ids, t.logprobs
+         from turn_tokens t join rollouts r using (rollout_id)
+         where r.rollout_id = any($1) and cardinality(t.completion_ids) > 0 order by r.rollout_id, t.turn_index`, [ids]);
+      if (rows.rowCount === 0) throw new Error(`no tokens recorded for the ${ids.length} rollouts of batch v${input.version}`);
+      fs.mkdirSync(path.join(opts.batchDir, input.runId), { recursive: true });
+      const batchPath = path.join(opts.batchDir, input.runId, `v${input.version}.jsonl`);
+      fs.writeFileSync(batchPath, rows.rows.map((r) => JSON.stringify({
+        rollout_id: r.rollout_id, group_id: r.group_id, reward: r.reward, advantage: input.advantages[r.rollout_id],
+        prompt_ids: r.prompt_ids, completion_ids: r.completion_ids, behaviour_logprobs: r.logprobs,
+      })).join('\n') + '\n');
+      const started = Date.now();
+      const res = await post<{ version: number; path: string; metrics: Record<string, number> }>(new URL('/train_step', input.trainerUrl).href, {
+        batch_path: batchPath,
+        config: { lr: input.config.lr, clip_low: input.config.clipLow, clip_high: input.config.clipHigh, advantage: 'given' },
+      }, 30 * 60_000);
+      if (res.version !== input.version) throw new Error(`trainer published version ${res.version}, expected ${input.version}`);
+      return { version: res.version, path: res.path, metrics: res.metrics, samples: rows.rowCount ?? 0, trainMs: Date.now() - started };
+    },
+
+    async loadWeights(input: { engine: EngineEndpoint; path: string; version: number }): Promise<{ engineId: string; loadMs: number }> {
+      const started = Date.now();
+      const r = await updateWeights(input.engine, { path: input.path, version: input.version });
+      if (!r.ok || r.version !== input.version) throw new Error(`engine ${input.engine.id} did not load version ${input.version}: ${JSON.stringify(r)}`);
+      return { engineId: input.engine.id, loadMs: Date.now() - started };
+    },
+  };
+}
+
+export type GpuActivities = ReturnType<typeof createGpuActivities>;
