@@ -16,6 +16,8 @@ export interface GenerateTurnInput {
   rolloutId: string;
   turnIndex: number;
   taskId: string;
+  /** The rollout's group: requests of one group share a prompt prefix (sticky placement). */
+  groupId?: string;
   engines: EngineEndpoint[];
   router: RouterPolicy;
   sampling: { temperature: number; topP: number; maxTokensPerTurn: number };
@@ -64,7 +66,7 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter) {
       const prompt = await conversation(input.rolloutId, input.turnIndex, input.taskId);
       const tried: string[] = [];
       for (;;) {
-        const placed = await router.place(input.router, input.engines, input.rolloutId, tried);
+        const placed = await router.place(input.router, input.engines, input.rolloutId, tried, input.groupId);
         if (!placed) throw new Error(`no healthy engine for rollout ${input.rolloutId} (tried ${tried.join(', ') || 'none'}); check the engines' /health`);
         const { engine } = placed;
         await pool.query(`insert into engine_events (run_id, engine_id, event, running, waiting, inflight, detail) values ($1, $2, 'placed', $3, $4, $5, $6)`,

@@ -44,9 +44,9 @@ export class LiveRouter {
   }
 
   /** Place a request; the caller must call done() when it is answered or failed. */
-  async place(policy: RouterPolicy, engines: readonly EngineEndpoint[], rolloutId: string, exclude: string[] = []): Promise<{ engine: EngineEndpoint; load: EngineLoad; done(ok: boolean): void } | null> {
+  async place(policy: RouterPolicy, engines: readonly EngineEndpoint[], rolloutId: string, exclude: string[] = [], affinityKey?: string): Promise<{ engine: EngineEndpoint; load: EngineLoad; done(ok: boolean): void } | null> {
     const loads = await this.loads(engines);
-    const id = pickEngine(policy, loads, { rolloutId, exclude }, this.state);
+    const id = pickEngine(policy, loads, { rolloutId, exclude, affinityKey }, this.state);
     if (id === null) return null;
     const l = this.entry(id);
     const load = loads.find((x) => x.id === id)!;

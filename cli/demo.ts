@@ -8,7 +8,7 @@ import { ROLES, createWorker } from '../workers/worker.js';
 import { temporalClient } from '../workers/connect.js';
 import { getRunStatus, newRunId, startRun, webUiLink, runWorkflowId } from '../client/runs.js';
 import { selectTasks } from '../tasks/loaders.js';
-import { buildWarmStart } from '../infra/warmstart.js';
+import { buildWarmStart, DEFAULT_WARM_START } from '../infra/warmstart.js';
 import { startEmbeddedGpu } from '../infra/engines.js';
 import { dbPool, closeDbPool } from '../activities/db.js';
 import { writeReport } from '../report/write.js';
@@ -24,7 +24,7 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
   const dir = path.join(repoRoot, 'runs', runId);
   fs.mkdirSync(dir, { recursive: true });
 
-  const checkpoint = base.policy.checkpoint || (await buildWarmStart(s, selectTasks({ ...base.tasks, include: [], limit: 0 }).tasks));
+  const checkpoint = base.policy.checkpoint || (await buildWarmStart(s, tasks, { ...DEFAULT_WARM_START, steps: base.policy.warmStartSteps, lr: base.policy.warmStartLr, seed: base.seed }));
   say(`floe demo: ${tasks.length} tasks, ${base.engines.count} engine(s) (${base.engines.router}), G=${base.rollout.groupSize}, ${base.training.updates} updates; starting policy ${path.relative(repoRoot, checkpoint)}`);
   const gpu = await startEmbeddedGpu(s, { count: base.engines.count, checkpoint, publishDir: path.join(dir, 'weights'), lr: base.trainer.lr, seed: base.seed });
   const config: RunConfig = {

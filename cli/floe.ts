@@ -1,5 +1,6 @@
 #!/usr/bin/env -S npx tsx
-import { loadSettings } from '../infra/settings.js';
+import path from 'node:path';
+import { loadSettings, repoRoot } from '../infra/settings.js';
 import { doctor, down, up } from '../infra/up.js';
 import { ROLES, runWorkers, type Role } from '../workers/worker.js';
 import { temporalClient } from '../workers/connect.js';
@@ -8,6 +9,8 @@ import { flag, parseArgs, UsageError } from './args.js';
 import { loadRunConfig } from './config.js';
 import { ConfigError } from '../core/config.js';
 import { runDemo } from './demo.js';
+import { writeReport } from '../report/write.js';
+import { dbPool, closeDbPool } from '../activities/db.js';
 
 const USAGE = `floe — durable asynchronous RL for software-engineering agents
 
@@ -22,7 +25,8 @@ usage:
   floe run list                                           runs known to Temporal
   floe run status <run-id> [--json]
   floe run pause|resume|stop <run-id>
-  floe demo [CONFIG.yaml] [--set key.path=value]…         the main job on the embedded default`;
+  floe demo [CONFIG.yaml] [--set key.path=value]…         the main job: the stress test (configs/stress-test.yaml)
+  floe report <run-id> [--out DIR]                        static HTML report + summary.json of a run`;
 
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
@@ -54,9 +58,19 @@ async function main(argv: string[]): Promise<number> {
       return runCommand(rest);
     case 'demo': {
       const p = parseArgs(rest, { set: 'multi' });
-      const config = loadRunConfig(p.positional[0], p.flags.get('set') ?? []);
+      const config = loadRunConfig(p.positional[0] ?? path.join(repoRoot, 'configs', 'stress-test.yaml'), p.flags.get('set') ?? []);
       await up(s);
       return (await runDemo(s, config)).ok ? 0 : 1;
+    }
+    case 'report': {
+      const p = parseArgs(rest, { out: 'value' });
+      const runId = p.positional[0];
+      if (!runId) throw new UsageError('floe report needs a run id (see `floe run list`)');
+      const out = flag(p, 'out') ?? path.join(repoRoot, 'runs', runId);
+      const { html, json } = await writeReport(dbPool(s.postgres.url), runId, out);
+      await closeDbPool();
+      console.log(`report  ${html}\nsummary ${json}`);
+      return 0;
     }
     case undefined:
     case 'help':

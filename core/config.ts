@@ -31,8 +31,11 @@ export const RunConfigSchema = z.strictObject({
   }).prefault({}),
   policy: z.strictObject({
     model: z.string().min(1).default('tiny'),
-    /** Starting checkpoint; empty = the SFT warm start built by `floe up`. */
+    /** Starting checkpoint; empty = the SFT warm start on the pool's gold trajectories
+     *  (built by `floe demo`, cached by content). */
     checkpoint: z.string().default(''),
+    warmStartSteps: positiveInt.max(100000).default(300),
+    warmStartLr: z.number().positive().max(1).default(1e-3),
     temperature: z.number().positive().max(5).default(1),
     topP: z.number().gt(0).max(1).default(1),
     maxTokensPerTurn: positiveInt.max(32768).default(160),
@@ -118,7 +121,7 @@ export function parseRunConfig(input: unknown, source = 'config'): RunConfig {
 
 /** Apply `--set a.b.c=value` overrides (values parsed as JSON when they parse, else strings). */
 export function applyOverrides(base: Record<string, unknown>, overrides: string[]): Record<string, unknown> {
-  const out = structuredClone(base);
+  const out = JSON.parse(JSON.stringify(base)) as Record<string, unknown>;
   for (const o of overrides) {
     const eq = o.indexOf('=');
     if (eq <= 0) throw new ConfigError([{ path: o, message: 'override must look like key.path=value' }], '--set');

@@ -1,8 +1,9 @@
 /** Placement of generation requests across inference engines (pure policy).
  *  - least-loaded (default): per request, the healthy engine with the least outstanding
  *    work: its running + waiting requests (from /metrics) plus floe's own in-flight count.
- *  - sticky: a rollout stays on the engine it started on (cache reuse); the failure mode
- *    the recipe reports: one engine piles up while others idle, and work goes stale.
+ *  - sticky: a rollout stays on the engine it started on, chosen by its prompt prefix (the
+ *    task's group) for cache reuse; the failure mode the recipe reports: one engine piles up
+ *    while others idle, and work stuck behind it goes stale.
  *  - round-robin: engines in turn, blind to load. */
 
 export type RouterPolicy = 'least-loaded' | 'sticky' | 'round-robin';
@@ -16,7 +17,20 @@ export interface EngineLoad {
   inflight: number;
 }
 
-export interface RouteRequest { rolloutId: string; exclude?: readonly string[] }
+export interface RouteRequest {
+  rolloutId: string;
+  /** Requests that share a prompt prefix (a task's group) share this key: sticky placement
+   *  sends them to the same engine, where their prefix is cached. */
+  affinityKey?: string;
+  exclude?: readonly string[];
+}
+
+/** A small stable string hash (FNV-1a), for affinity placement. */
+export function hashKey(key: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193) >>> 0;
+  return h;
+}
 
 export interface RouterState {
   /** sticky: rollout → engine */
@@ -42,8 +56,8 @@ export function pickEngine(policy: RouterPolicy, engines: readonly EngineLoad[],
     case 'sticky': {
       const pinned = state.pins.get(req.rolloutId);
       if (pinned && usable.some((e) => e.id === pinned)) return pinned;
-      // first placement (or the pinned engine failed): pin to the next engine in turn
-      const chosen = usable[state.next++ % usable.length].id;
+      // first placement (or the pinned engine failed): the engine that holds this prefix
+      const chosen = usable[hashKey(req.affinityKey ?? req.rolloutId) % usable.length].id;
       state.pins.set(req.rolloutId, chosen);
       return chosen;
     }

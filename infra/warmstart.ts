@@ -18,6 +18,8 @@ import { log, mustRun } from './proc.js';
 
 export interface WarmStartOptions { steps: number; lr: number; model: string; seed: number }
 
+const TINY_CONTEXT = 1024;
+
 export const DEFAULT_WARM_START: WarmStartOptions = { steps: 120, lr: 1e-3, model: 'tiny', seed: 0 };
 
 /** (prompt, completion) pairs of each task's gold trajectory. */
@@ -46,7 +48,11 @@ export async function goldPairs(s: Settings, tasks: Task[]): Promise<{ prompt: s
 }
 
 export async function buildWarmStart(s: Settings, tasks: Task[], opts: WarmStartOptions = DEFAULT_WARM_START): Promise<string> {
-  const pairs = await goldPairs(s, tasks);
+  const all = await goldPairs(s, tasks);
+  // The tiny policy's context is 1024 bytes; turns that do not fit cannot be learned (the
+  // engine refuses such prompts, and the rollout ends on its token budget).
+  const pairs = all.filter((p) => Buffer.byteLength(p.prompt) + Buffer.byteLength(p.completion) + 1 <= TINY_CONTEXT);
+  if (pairs.length < all.length) log('warmstart', `${all.length - pairs.length} gold turns longer than the ${TINY_CONTEXT}-byte context left out (${[...new Set(all.filter((p) => !pairs.includes(p)).map((p) => p.taskId))].join(', ')})`);
   const data = pairs.map((p) => JSON.stringify({ prompt: p.prompt, completion: p.completion })).join('\n') + '\n';
   const hash = crypto.createHash('sha256').update(data).update(JSON.stringify(opts)).digest('hex').slice(0, 16);
   const dir = path.join(s.home, 'warmstart', hash);
@@ -58,7 +64,7 @@ export async function buildWarmStart(s: Settings, tasks: Task[], opts: WarmStart
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'gold.jsonl'), data);
   log('warmstart', `SFT on ${pairs.length} gold turns of ${tasks.length} tasks, ${opts.steps} steps…`);
-  mustRun(s.python.bin, ['-m', 'floe_engine.sft', '--data', path.join(dir, 'gold.jsonl'), '--out', dir, '--steps', String(opts.steps), '--lr', String(opts.lr), '--model', opts.model, '--seed', String(opts.seed), '--eval', '0'],
-    'the SFT warm start', { env: { ...process.env, OMP_NUM_THREADS: '1' } });
+  mustRun(s.python.bin, ['-m', 'floe_engine.sft', '--data', path.join(dir, 'gold.jsonl'), '--out', dir, '--steps', String(opts.steps), '--lr', String(opts.lr), '--model', opts.model, '--seed', String(opts.seed), '--eval', '16', '--threads', '1'],
+    'the SFT warm start', { env: { ...process.env, OMP_NUM_THREADS: '1', FLOE_ENGINE_THREADS: '1' } }); // two threads were slower here (OpenBLAS spinning)
   return checkpoint;
 }

@@ -87,6 +87,14 @@ describe('router policy', () => {
     expect(pickEngine('least-loaded', [load('a', 0), load('b', 9)], { rolloutId: 'r', exclude: ['a'] }, s)).toBe('b');
   });
 
+  it('sticky sends a group (shared prefix) to one engine, however loaded', () => {
+    const s = newRouterState();
+    const engines = [load('a', 0), load('b', 0), load('c', 0)];
+    const picks = ['r1', 'r2', 'r3', 'r4'].map((r) => pickEngine('sticky', engines, { rolloutId: r, affinityKey: 'group-7' }, s));
+    expect(new Set(picks).size).toBe(1);
+    expect(pickEngine('least-loaded', engines.map((e) => (e.id === picks[0] ? { ...e, running: 9 } : e)), { rolloutId: 'r5', affinityKey: 'group-7' }, s)).not.toBe(picks[0]);
+  });
+
   it('sticky keeps a rollout on its engine however loaded, and moves it only when that engine fails', () => {
     const s = newRouterState();
     const first = pickEngine('sticky', [load('a', 0), load('b', 0)], { rolloutId: 'r1' }, s);

@@ -25,7 +25,7 @@ const training = proxyActivities<TrainingActivities>({ startToCloseTimeout: '1 m
 
 export async function eviction(input: EvictionInput): Promise<EvictionResult> {
   upsertSearchAttributes([{ key: FloeRunId, value: input.runId }, { key: FloeKind, value: 'eviction' }, { key: FloePolicyVersion, value: input.version }]);
-  const tasks = structuredClone(input.tasks);
+  const tasks = JSON.parse(JSON.stringify(input.tasks)) as Record<string, TaskRecord>; // structuredClone is not in the workflow sandbox
   const decisions: EvictionDecision[] = [];
 
   const due = Object.entries(tasks).filter(([id, t]) => t.state !== 'active' && recheckDue(input.version, t.lastRecheckVersion, input.retiredAt[id] ?? input.version, input.policy));

@@ -113,7 +113,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     for (;;) {
       const over: Ended | null = budgetGate(state, cfg.budgets, Date.now());
       if (over) return { kind: 'ended', ended: over };
-      const gen = await engine.generateTurn({ runId: input.runId, rolloutId, turnIndex: state.turns, taskId: input.taskId, engines: cfg.engines, router: cfg.router, sampling: cfg.sampling, seed: input.seed === undefined ? undefined : input.seed + state.turns });
+      const gen = await engine.generateTurn({ runId: input.runId, rolloutId, turnIndex: state.turns, taskId: input.taskId, groupId: input.groupId, engines: cfg.engines, router: cfg.router, sampling: cfg.sampling, seed: input.seed === undefined ? undefined : input.seed + state.turns });
       if (gen.kind === 'prompt_too_long') return { kind: 'ended', ended: { gate: 'budget_tokens', detail: { engine: gen.engineId, detail: gen.detail } } };
       const turnIndex = state.turns;
       state.turns++;
