@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { ApplicationFailure } from '@temporalio/common';
+import { Context } from '@temporalio/activity';
 import { checkRawOutput, type FormatVerdict } from '../core/toolFormat.js';
 import { renderPrompt, type TurnRecord } from '../core/harness.js';
 import type { RouterPolicy } from '../core/router.js';
@@ -40,6 +41,10 @@ export type GeneratedTurn =
 
 const MAX_TEXT_IN_HISTORY = 8192;
 
+function heartbeat(): void {
+  try { Context.current().heartbeat(); } catch { /* called outside an activity (tests) */ }
+}
+
 export function createGenerateActivities(pool: pg.Pool, router: LiveRouter) {
   const infos = new Map<string, EngineInfo>();
   const info = async (e: EngineEndpoint) => {
@@ -63,6 +68,17 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter) {
 
   return {
     async generateTurn(input: GenerateTurnInput): Promise<GeneratedTurn> {
+      const beat = setInterval(heartbeat, 5000);
+      try {
+        return await generate(input);
+      } finally {
+        clearInterval(beat);
+      }
+    },
+  };
+
+  async function generate(input: GenerateTurnInput): Promise<GeneratedTurn> {
+    {
       const prompt = await conversation(input.rolloutId, input.turnIndex, input.taskId);
       const tried: string[] = [];
       for (;;) {
@@ -89,8 +105,8 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter) {
           if (tried.length >= input.engines.length) throw err; // Temporal retries the activity
         }
       }
-    },
-  };
+    }
+  }
 
   async function record(input: GenerateTurnInput, engine: EngineEndpoint, ei: EngineInfo, prompt: string, choice: { text: string; finish_reason: string | null; token_ids?: number[]; prompt_token_ids?: number[]; logprobs?: { token_logprobs?: number[] } | null; weight_versions?: number[] }, usage: { prompt_tokens: number; completion_tokens: number } | undefined, genMs: number): Promise<GeneratedTurn> {
     const tokenIds = choice.token_ids ?? [];

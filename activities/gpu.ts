@@ -77,7 +77,8 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
 
     async loadWeights(input: { engine: EngineEndpoint; path: string; version: number }): Promise<{ engineId: string; loadMs: number }> {
       const started = Date.now();
-      const r = await updateWeights(input.engine, { path: input.path, version: input.version });
+      const beat = setInterval(heartbeat, 5000);
+      const r = await updateWeights(input.engine, { path: input.path, version: input.version }).finally(() => clearInterval(beat));
       if (!r.ok || r.version !== input.version) throw new Error(`engine ${input.engine.id} did not load version ${input.version}: ${JSON.stringify(r)}`);
       return { engineId: input.engine.id, loadMs: Date.now() - started };
     },

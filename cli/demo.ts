@@ -38,6 +38,8 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
   const client = await temporalClient(s);
   const started = Date.now();
   let ok = false;
+  const interrupt = () => { say('\ninterrupted: ending the run and stopping the engines…'); void client.workflow.getHandle(runWorkflowId(runId)).terminate('interrupted (Ctrl-C)').catch(() => undefined); };
+  process.once('SIGINT', interrupt);
   try {
     await startRun(client, config, { runId });
     say(`run ${runId}\n  Web UI  ${webUiLink(s, runWorkflowId(runId))}\n  folder  ${path.relative(process.cwd(), dir)}`);
@@ -60,6 +62,12 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
     ok = verdict.pass;
     say(`\n${verdict.pass ? 'PASS' : 'FAIL'} stress test: start ${verdict.start.toFixed(2)}, peak ${verdict.peak.toFixed(2)}, last fifth min ${verdict.lastFifthMin.toFixed(2)} (must reach ≥ 0.90 and stay within 0.10 of the peak)\n  report  ${path.relative(process.cwd(), html)}\n  summary ${path.relative(process.cwd(), json)}`);
   } finally {
+    // The embedded engines die with this process: a run left running would resume, with no
+    // engines, under the next demo's workers. End it here (its history stays in Temporal).
+    const handle = client.workflow.getHandle(runWorkflowId(runId));
+    if ((await handle.describe().catch(() => null))?.status.name === 'RUNNING') {
+      await handle.terminate('the demo process that hosted its engines ended').catch(() => undefined);
+    }
     await client.connection.close();
     workers.forEach((w) => w.shutdown());
     await running;

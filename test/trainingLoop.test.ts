@@ -20,14 +20,18 @@ import { eventually } from './helpers/wait.js';
 const TASKS = ['toy__caesar_wrap', 'toy__hex_pad'];
 let db: pg.Client;
 let gpu: EmbeddedGpu;
+let checkpoint: string;
 let scripted: ScriptedEngine;
 
-function loopConfig(over: Partial<RunConfig['training']> = {}): RunConfig {
+/** Engines and trainer of a run must start at the run's version 0: one set per run. */
+const startGpu = (tag: string) => startEmbeddedGpu(settings, { count: 2, checkpoint, publishDir: path.join(repoRoot, '.floe', 'test-weights', `${process.pid}-${tag}`), lr: 1e-3 });
+
+function loopConfig(over: Partial<RunConfig['training']> = {}, g: EmbeddedGpu = gpu): RunConfig {
   return parseRunConfig({
     name: 'loop-test',
     tasks: { source: 'toy', include: TASKS },
-    engines: { endpoints: gpu.engines.map((e, i) => ({ id: `engine-${i}`, url: e.url, node: 'local' })) },
-    trainer: { url: gpu.trainer!.url, lr: 1e-3 },
+    engines: { endpoints: g.engines.map((e, i) => ({ id: `engine-${i}`, url: e.url, node: 'local' })) },
+    trainer: { url: g.trainer!.url, lr: 1e-3 },
     rollout: { groupSize: 2, maxInFlight: 4, maxTurns: 2 },
     training: { groupsPerUpdate: 1, updates: 2, ...over },
     eviction: { enabled: true, masteredK: 2, hopelessM: 2, recheckEvery: 1, recheckAttempts: 1 },
@@ -45,8 +49,8 @@ beforeAll(async () => {
   db = new pg.Client({ connectionString: settings.postgres.url });
   await db.connect();
   const tasks = selectTasks({ source: 'toy', include: TASKS, limit: 0, excludeLooseTests: true, onBadRow: 'fail' }).tasks;
-  const checkpoint = await buildWarmStart(settings, tasks, { steps: 20, lr: 3e-3, model: 'tiny', seed: 0 });
-  gpu = await startEmbeddedGpu(settings, { count: 2, checkpoint, publishDir: path.join(repoRoot, '.floe', 'test-weights', String(process.pid)), lr: 1e-3 });
+  checkpoint = await buildWarmStart(settings, tasks, { steps: 20, lr: 3e-3, model: 'tiny', seed: 0 });
+  gpu = await startGpu('a');
   scripted = await startScriptedEngine({ fallback: { text: renderToolCall({ name: 'submit', arguments: {} }) } });
 }, 600_000);
 
@@ -106,8 +110,9 @@ describe('a worker killed with SIGKILL mid-run', () => {
     const kill9 = (p: ChildProcess) => { try { process.kill(-p.pid!, 'SIGKILL'); } catch { /* gone */ } };
     let worker = startWorker();
     const client = (await withWorkers([])).client;
+    const own = await startGpu('b');
     try {
-      const { runId } = await startRun(client, loopConfig({ updates: 3 }));
+      const { runId } = await startRun(client, loopConfig({ updates: 3 }, own));
       await eventually('the first update', () => getRunStatus(client, runId), (s) => s.updatesDone >= 1, 300_000);
       kill9(worker);
       await new Promise((r) => setTimeout(r, 2000));
@@ -123,6 +128,7 @@ describe('a worker killed with SIGKILL mid-run', () => {
       expect(trained.rows[0].n).toBe(0);
     } finally {
       kill9(worker);
+      await own.stop();
       await client.connection.close();
     }
   }, 900_000);

@@ -35,6 +35,7 @@ export async function rewardGate(input: RewardGateInput): Promise<GateResult> {
   const grading = proxyActivities<GradingActivities>({
     taskQueue: sandboxQueue(input.sandbox.host),
     startToCloseTimeout: `${input.sandbox.gradeTimeoutSeconds + 120} seconds`,
+    heartbeatTimeout: '30 seconds',
     retry: { maximumAttempts: 3 },
   });
   const grade: GradeResult = await grading.gradeSubmission({ runId: input.runId, rolloutId: input.rolloutId, task: input.task, diff: input.ending.diff, limits: input.sandbox, timeoutSeconds: input.sandbox.gradeTimeoutSeconds });

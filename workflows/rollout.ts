@@ -50,7 +50,7 @@ export interface RolloutResult {
 }
 
 const audit = proxyActivities<AuditActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10 } });
-const engine = proxyActivities<GenerateActivities>({ startToCloseTimeout: '10 minutes', retry: { maximumAttempts: 5, initialInterval: '1 second' } });
+const engine = proxyActivities<GenerateActivities>({ startToCloseTimeout: '10 minutes', heartbeatTimeout: '30 seconds', retry: { maximumAttempts: 5, initialInterval: '1 second' } });
 
 export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const { settings: cfg, rolloutId } = input;
@@ -58,6 +58,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const sandbox = proxyActivities<SandboxActivities>({
     taskQueue: sandboxQueue(cfg.sandbox.host),
     startToCloseTimeout: `${cfg.sandbox.commandTimeoutSeconds + 120} seconds`,
+    heartbeatTimeout: '30 seconds', // a killed sandbox worker is noticed in seconds, not minutes
     retry: { maximumAttempts: 3 },
   });
 

@@ -284,6 +284,11 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
 
   // Stop: let the update in progress land, abandon the rest (rollouts finish on their own).
   if (updating) await finishUpdate(await updating);
+  if (evicting) {
+    // its recheck rollouts are its children: let them finish rather than be cut off
+    await condition(() => evictionDone !== null || failure !== null);
+    if (evictionDone) applyEviction(evictionDone);
+  }
   await condition(allHandlersFinished);
   const final = status.state === 'stopping' ? 'stopped' : 'completed';
   await db.recordRunState({ runId, state: final, summary: { ...status, state: final, stopReason } });

@@ -39,7 +39,7 @@ export async function weightUpdate(input: WeightUpdateInput): Promise<WeightUpda
   const trainer = proxyActivities<GpuActivities>({ taskQueue: gpuQueue(input.trainer.node), startToCloseTimeout: '30 minutes', heartbeatTimeout: '2 minutes', retry: { maximumAttempts: 5 } });
   const step = await trainer.trainStep({ runId: input.runId, version: input.version, trainerUrl: input.trainer.url, advantages, config: input.config });
   const loads = await Promise.all(input.engines.map((engine) => {
-    const node = proxyActivities<GpuActivities>({ taskQueue: gpuQueue(engine.node), startToCloseTimeout: '10 minutes', retry: { maximumAttempts: 5 } });
+    const node = proxyActivities<GpuActivities>({ taskQueue: gpuQueue(engine.node), startToCloseTimeout: '10 minutes', heartbeatTimeout: '1 minute', retry: { maximumAttempts: 5 } });
     return node.loadWeights({ engine, path: step.path, version: input.version });
   }));
   return {
