@@ -15,7 +15,8 @@ describe('workflow determinism', () => {
   it('replays every recorded history', async () => {
     const files = fs.readdirSync(dir).filter((f) => f.endsWith('.json'));
     expect(files.length).toBeGreaterThan(0);
-    const histories = files.map((f) => ({ workflowId: f, history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'))) }));
+    // file name = workflow id (child workflow ids derive from it)
+    const histories = files.map((f) => ({ workflowId: f.replace(/\.json$/, ''), history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'))) }));
     let replayed = 0;
     for await (const r of Worker.runReplayHistories({ workflowsPath }, histories)) {
       expect(r.error, `${r.workflowId}: ${String(r.error)}`).toBeUndefined();

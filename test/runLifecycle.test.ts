@@ -146,7 +146,7 @@ describe('runs through the floe CLI', () => {
       fs.mkdirSync(dir, { recursive: true });
       for (const h of histories) {
         const json = run(temporalBin(settings), ['workflow', 'show', '--address', settings.temporal.address, '--workflow-id', h.workflowId, '--output', 'json']);
-        fs.writeFileSync(path.join(dir, `trainingRun-${h.workflowId.replace(/^floe-run-/, '').replace(/-\d{8}T.*$/, '')}.json`), json.stdout);
+        fs.writeFileSync(path.join(dir, `${h.workflowId}.json`), json.stdout); // the name is the workflow id, which replay needs
       }
     }
   });
