@@ -23,6 +23,20 @@ function ensureBinaries(): void {
   aptInstall('postgres', ['postgresql-15']);
 }
 
+/** The `postgres` user must be able to reach the data folder: a checkout inside a private
+ *  folder (mktemp -d makes them 0700) gets search permission (o+x, not read) on each parent. */
+function ensureTraversable(dir: string): void {
+  if (!isRoot()) return;
+  for (let p = path.dirname(path.resolve(dir)); ; p = path.dirname(p)) {
+    const mode = fs.statSync(p).mode;
+    if ((mode & 0o001) === 0) {
+      fs.chmodSync(p, (mode & 0o7777) | 0o001);
+      log('postgres', `granted the postgres user passage through ${p} (o+x)`);
+    }
+    if (p === path.dirname(p)) break;
+  }
+}
+
 function chownToPg(dir: string): void {
   fs.mkdirSync(dir, { recursive: true });
   if (isRoot()) run('chown', ['-R', 'postgres:postgres', dir]);
@@ -62,6 +76,7 @@ export const postgres: Component = {
       if (!(await portOpen(s.postgres.host, s.postgres.port))) {
         ensureBinaries();
         const dataDir = s.postgres.dataDir;
+        ensureTraversable(dataDir);
         if (!fs.existsSync(path.join(dataDir, 'PG_VERSION'))) {
           log('postgres', `initdb ${path.relative(process.cwd(), dataDir)}`);
           chownToPg(dataDir);
