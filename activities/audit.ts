@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Task } from '../core/taskModel.js';
+import { pgSafeJson, pgSafeText } from './generate.js';
 
 /** Audit rows of rollouts: start, each tool result, the submission, the gate decision and
  *  the end. Every write is idempotent (activities may be retried). */
@@ -38,14 +39,14 @@ export function createAuditActivities(pool: pg.Pool) {
 
     async recordToolResult(r: { rolloutId: string; turnIndex: number; observation: string; exitCode: number | null; shortcutFlags: string[]; toolMs: number }): Promise<void> {
       await pool.query('update turns set observation = $3, exit_code = $4, shortcut_flags = $5, tool_ms = $6 where rollout_id = $1 and turn_index = $2',
-        [r.rolloutId, r.turnIndex, r.observation, r.exitCode, r.shortcutFlags, r.toolMs]);
+        [r.rolloutId, r.turnIndex, pgSafeText(r.observation), r.exitCode, r.shortcutFlags, r.toolMs]);
     },
 
     async recordSubmission(s: { rolloutId: string; diff: string; bytes: number; truncated: boolean }): Promise<void> {
       await pool.query(
         `insert into submissions (rollout_id, diff, bytes, truncated) values ($1, $2, $3, $4)
          on conflict (rollout_id) do update set diff = excluded.diff, bytes = excluded.bytes, truncated = excluded.truncated`,
-        [s.rolloutId, s.diff, s.bytes, s.truncated],
+        [s.rolloutId, pgSafeText(s.diff), s.bytes, s.truncated],
       );
     },
 
@@ -53,9 +54,9 @@ export function createAuditActivities(pool: pg.Pool) {
       await pool.query(
         `insert into gate_decisions (rollout_id, gate, reward, detail) values ($1, $2, $3, $4)
          on conflict (rollout_id) do update set gate = excluded.gate, reward = excluded.reward, detail = excluded.detail`,
-        [d.rolloutId, d.gate, d.reward, JSON.stringify(d.detail ?? {})],
+        [d.rolloutId, d.gate, d.reward, pgSafeJson(d.detail ?? {})],
       );
-      if (d.grade !== undefined) await pool.query('update submissions set grade = $2 where rollout_id = $1', [d.rolloutId, JSON.stringify(d.grade)]);
+      if (d.grade !== undefined) await pool.query('update submissions set grade = $2 where rollout_id = $1', [d.rolloutId, pgSafeJson(d.grade)]);
     },
 
     async recordRolloutEnd(e: RolloutEnd): Promise<void> {

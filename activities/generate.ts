@@ -41,6 +41,13 @@ export type GeneratedTurn =
 
 const MAX_TEXT_IN_HISTORY = 8192;
 
+/** Postgres text cannot hold NUL. The exact generated ids are kept in turn_tokens; the text
+ *  column gets U+FFFD in their place (and so does any later prompt built from it). */
+export const pgSafeText = (t: string): string => t.replace(/\u0000/g, '\uFFFD');
+
+/** JSON for a jsonb column: jsonb refuses the \u0000 escape too. */
+export const pgSafeJson = (v: unknown): string => pgSafeText(JSON.stringify(v)).replace(/\\u0000/g, '\\ufffd');
+
 function heartbeat(): void {
   try { Context.current().heartbeat(); } catch { /* called outside an activity (tests) */ }
 }
@@ -132,8 +139,8 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter) {
          prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens, finish_reason = excluded.finish_reason,
          weight_versions = excluded.weight_versions, format_ok = excluded.format_ok, format_reason = excluded.format_reason,
          tool_name = excluded.tool_name, tool_args = excluded.tool_args, gen_ms = excluded.gen_ms`,
-      [input.rolloutId, input.turnIndex, engine.id, choice.text, promptTokens, completionTokens, choice.finish_reason, versions,
-        verdict.ok, verdict.ok ? null : verdict.reason, call?.name ?? null, call ? JSON.stringify(call.arguments) : null, genMs],
+      [input.rolloutId, input.turnIndex, engine.id, pgSafeText(choice.text), promptTokens, completionTokens, choice.finish_reason, versions,
+        verdict.ok, verdict.ok ? null : verdict.reason, call?.name ?? null, call ? pgSafeJson(call.arguments) : null, genMs],
     );
     await pool.query(
       `insert into turn_tokens (rollout_id, turn_index, prompt_ids, completion_ids, logprobs, token_versions) values ($1, $2, $3, $4, $5, $6)

@@ -123,6 +123,14 @@ describe('rollouts with a scripted policy', () => {
     expect(stored.rowCount).toBe(malformed.length);
   }, 600_000);
 
+  it('an output with NUL bytes is recorded (Postgres text cannot hold NUL) and gated', async () => {
+    const r = await runRollout(tasks[5].instanceId, [{ text: `thinking\u0000 ${renderToolCall({ name: 'submit', arguments: {} })}` }]);
+    expect(r.reward).toBe(0);
+    expect(['format', 'tests_failed']).toContain(r.gate);
+    const t = await db.query('select raw_text, format_reason from turns where rollout_id = $1', [r.rolloutId]);
+    expect(t.rows[0].raw_text).toContain('thinking\uFFFD');
+  });
+
   it('shortcut attempts are flagged and counted per run', async () => {
     const r = await runRollout(tasks[4].instanceId, [bash('git log --all --oneline'), bash('curl https://github.com'), bash('find / -name "test_hidden*"'), submit]);
     expect(r.shortcutFlags).toEqual(['git_history', 'hidden_tests', 'network']);
