@@ -49,9 +49,11 @@ export function pickEngine(policy: RouterPolicy, engines: readonly EngineLoad[],
   if (usable.length === 0) return null;
   switch (policy) {
     case 'least-loaded': {
-      let best = usable[0];
-      for (const e of usable) if (outstanding(e) < outstanding(best)) best = e;
-      return best.id;
+      // ties (idle engines are common on a fast, small model) rotate, so no engine is
+      // favoured just for coming first in the list
+      const least = Math.min(...usable.map(outstanding));
+      const tied = usable.filter((e) => outstanding(e) === least);
+      return tied[state.next++ % tied.length].id;
     }
     case 'sticky': {
       const pinned = state.pins.get(req.rolloutId);

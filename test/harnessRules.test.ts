@@ -87,6 +87,12 @@ describe('router policy', () => {
     expect(pickEngine('least-loaded', [load('a', 0), load('b', 9)], { rolloutId: 'r', exclude: ['a'] }, s)).toBe('b');
   });
 
+  it('least-loaded rotates among equally loaded engines', () => {
+    const s = newRouterState();
+    const idle = [load('a', 0), load('b', 0), load('c', 5)];
+    expect([0, 1, 2, 3].map(() => pickEngine('least-loaded', idle, { rolloutId: 'r' }, s))).toEqual(['a', 'b', 'a', 'b']);
+  });
+
   it('sticky sends a group (shared prefix) to one engine, however loaded', () => {
     const s = newRouterState();
     const engines = [load('a', 0), load('b', 0), load('c', 0)];
