@@ -206,7 +206,7 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
   }
 
   function maybeStartUpdate(): void {
-    if (updating || s.readyOrder.length < config.training.groupsPerUpdate) return;
+    if (updating || status.updatesDone >= config.training.updates || s.readyOrder.length < config.training.groupsPerUpdate) return;
     const gids = s.readyOrder.splice(0, config.training.groupsPerUpdate);
     updateBatch = gids.flatMap((g) => s.ready[g]);
     gids.forEach((g) => delete s.ready[g]);
