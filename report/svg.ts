@@ -111,7 +111,7 @@ function xAxisNumeric(box: Box, x: Scale, label: string): string {
     `<text x="${(box.left + box.right) / 2}" y="${box.bottom + 32}" text-anchor="middle" fill="${MUTED}">${esc(label)}</text>`;
 }
 
-/** A compact placeholder: an empty plot should not take a full plot's height. */
+/** A compact "no data yet" box: an empty plot should not take a full plot's height. */
 function noData(width: number, fullHeight: number, label: string, text: string): string {
   const height = Math.min(fullHeight, 110);
   return svgRoot(width, height, label,

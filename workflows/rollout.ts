@@ -5,6 +5,7 @@ import type { SandboxLimits } from '../core/sandboxPolicy.js';
 import { budgetGate, gateTurn, type Budgets, type Ended, type RolloutState } from '../core/gates.js';
 import { renderObservation } from '../core/harness.js';
 import { detectShortcuts } from '../core/shortcuts.js';
+import { rootMessage } from '../core/failures.js';
 import { CONTROL_QUEUE, sandboxQueue } from '../core/taskQueues.js';
 import { FloeKind, FloeRunId, FloeTaskId } from '../core/searchAttributes.js';
 import type { AuditActivities } from '../activities/audit.js';
@@ -141,16 +142,6 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       await audit.recordToolResult({ rolloutId, turnIndex, observation, exitCode: r.exitCode, shortcutFlags: turnFlags, toolMs: Date.now() - started });
     }
   }
-}
-
-function rootMessage(err: unknown): string {
-  let e = err as { message?: string; cause?: unknown } | undefined;
-  let msg = String(err);
-  while (e) {
-    if (e.message) msg = e.message;
-    e = e.cause as typeof e;
-  }
-  return msg;
 }
 
 function isEngineFailure(err: unknown): boolean {

@@ -6,6 +6,7 @@ import type { RunConfig } from '../core/config.js';
 import { groupAdvantages } from '../core/advantages.js';
 import { applyDecision, newTaskRecord, poolCounts, recordAttempt, type TaskRecord } from '../core/eviction.js';
 import { staleness } from '../core/staleness.js';
+import { rootMessage } from '../core/failures.js';
 import { CONTROL_QUEUE } from '../core/taskQueues.js';
 import { FloeKind, FloeMeanReward, FloePolicyVersion, FloeRunId } from '../core/searchAttributes.js';
 import type { DbActivities } from '../activities/db.js';
@@ -48,7 +49,7 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
   try {
     return await runLoop(input);
   } catch (err) {
-    if (!(err instanceof ContinueAsNew)) await db.recordRunState({ runId: input.runId, state: 'failed', summary: { error: failureMessage(err) } });
+    if (!(err instanceof ContinueAsNew)) await db.recordRunState({ runId: input.runId, state: 'failed', summary: { error: rootMessage(err) } });
     throw err;
   }
 }
@@ -294,15 +295,4 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
   await db.recordRunState({ runId, state: final, summary: { ...status, state: final, stopReason } });
   status.state = final;
   return status;
-}
-
-/** The innermost cause's message: an activity failure wraps the error that explains it. */
-function failureMessage(err: unknown): string {
-  let e = err as { message?: string; cause?: unknown } | undefined;
-  const parts: string[] = [];
-  while (e) {
-    if (e.message) parts.push(e.message);
-    e = e.cause as typeof e;
-  }
-  return parts.length ? parts[parts.length - 1] : String(err);
 }

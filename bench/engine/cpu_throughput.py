@@ -42,15 +42,15 @@ def make_prompt(rng: random.Random, n_bytes: int = 550) -> str:
 
 def run_clients(eng: Server, prompts, concurrency: int, max_tokens: int, n: int = 1) -> dict:
     lock = threading.Lock()
-    todo = list(prompts)
+    pending = list(prompts)
     lat, toks = [], [0]
 
     def worker():
         while True:
             with lock:
-                if not todo:
+                if not pending:
                     return
-                p = todo.pop()
+                p = pending.pop()
             t0 = time.perf_counter()
             r = eng.post("/v1/completions", {"prompt": p, "max_tokens": max_tokens, "n": n, "ignore_eos": True})
             dt = time.perf_counter() - t0

@@ -65,17 +65,17 @@ def rand_ids(n: int, gen: torch.Generator):
 
 def run_requests(engine: Engine, prompts, max_tokens: int, concurrency: int) -> dict:
     """Send prompts from `concurrency` client threads; tokens/s over the whole run."""
-    todo = list(prompts)
+    pending = list(prompts)
     lock = threading.Lock()
     tokens = [0]
 
     def client():
         while True:
             with lock:
-                if not todo:
+                if not pending:
                     return
-                p = todo.pop()
-            req = engine.submit(p, SamplingParams(max_tokens=max_tokens, ignore_eos=True, seed=len(todo)))
+                p = pending.pop()
+            req = engine.submit(p, SamplingParams(max_tokens=max_tokens, ignore_eos=True, seed=len(pending)))
             req.done.wait()
             if req.error:
                 raise RuntimeError(req.error)
