@@ -14,7 +14,7 @@ export interface TrainStepInput {
   trainerUrl: string;
   /** rolloutId → advantage (rollouts by reference: their tokens are read from Postgres). */
   advantages: Record<string, number>;
-  config: { lr: number; clipLow: number; clipHigh: number };
+  config: { lr: number; clipLow: number; clipHigh: number; negativeScale?: number; epochs?: number; minibatches?: number };
 }
 
 export interface TrainStepResult { version: number; path: string; metrics: Record<string, number>; samples: number; trainMs: number }
@@ -69,7 +69,10 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
       const started = Date.now();
       const res = await post<{ version: number; path: string; metrics: Record<string, number> }>(new URL('/train_step', input.trainerUrl).href, {
         batch_path: batchPath,
-        config: { lr: input.config.lr, clip_low: input.config.clipLow, clip_high: input.config.clipHigh, advantage: 'given' },
+        config: {
+          lr: input.config.lr, clip_low: input.config.clipLow, clip_high: input.config.clipHigh, advantage: 'given',
+          negative_scale: input.config.negativeScale ?? 1, epochs: input.config.epochs ?? 1, minibatches: input.config.minibatches ?? 1,
+        },
       }, 30 * 60_000);
       if (res.version !== input.version) throw new Error(`trainer published version ${res.version}, expected ${input.version}`);
       return { version: res.version, path: res.path, metrics: res.metrics, samples: rows.rowCount ?? 0, trainMs: Date.now() - started };

@@ -54,7 +54,14 @@ export const RunConfigSchema = z.strictObject({
     lr: z.number().positive().max(1).default(3e-4),
     clipLow: fraction.default(0.2),
     clipHigh: z.number().min(0).max(10).default(0.28),
-    advantage: z.enum(['group', 'group-std']).default('group-std'),
+    /** group: reward − group mean; group-std: also ÷ group std; reward: the reward itself (learn
+     *  only from successes — with 0/1 rewards, failed attempts get no gradient). */
+    advantage: z.enum(['group', 'group-std', 'reward']).default('group-std'),
+    /** Negative advantages are multiplied by this (0 = failed attempts push nothing down). */
+    negativeScale: fraction.default(1),
+    /** Passes over each batch, and optimizer steps per pass (whole groups per step). */
+    epochs: positiveInt.max(16).default(1),
+    minibatches: positiveInt.max(64).default(1),
   }).prefault({}),
   rollout: z.strictObject({
     /** G: attempts per task in a group (advantages are relative within a group). */

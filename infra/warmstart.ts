@@ -22,15 +22,23 @@ const TINY_CONTEXT = 1024;
 
 export const DEFAULT_WARM_START: WarmStartOptions = { steps: 120, lr: 1e-3, model: 'tiny', seed: 0 };
 
-/** (prompt, completion) pairs of each task's gold trajectory. */
-export async function goldPairs(s: Settings, tasks: Task[]): Promise<{ prompt: string; completion: string; taskId: string }[]> {
+export interface GoldPair { prompt: string; completion: string; taskId: string }
+
+/** (prompt, completion) pairs of each task's gold trajectory, run in real sandboxes. */
+export async function goldPairs(s: Settings, tasks: Task[]): Promise<GoldPair[]> {
+  return (await goldTrajectories(s, tasks, () => false)).flat();
+}
+
+async function goldTrajectories(s: Settings, tasks: Task[], enough: (kept: GoldPair[][]) => boolean, keep: (t: GoldPair[]) => boolean = () => true): Promise<GoldPair[][]> {
   const cfg = parseRunConfig({});
   const docker = dockerFromSettings(s);
   const sandbox = createSandboxActivities(docker, { host: 'warmstart', image: sandboxImageTag(s), workerId: workerIdentity() });
-  const pairs: { prompt: string; completion: string; taskId: string }[] = [];
+  const kept: GoldPair[][] = [];
   for (const task of tasks) {
+    if (enough(kept)) break;
     if (!task.solution) continue;
     const turns: TurnRecord[] = [];
+    const pairs: GoldPair[] = [];
     const { containerId } = await sandbox.createSandbox({ runId: 'warmstart', rolloutId: `warmstart-${task.instanceId}`, task, limits: cfg.sandbox });
     try {
       for (const call of task.solution) {
@@ -43,17 +51,37 @@ export async function goldPairs(s: Settings, tasks: Task[]): Promise<{ prompt: s
     } finally {
       await sandbox.destroySandbox({ containerId });
     }
+    if (keep(pairs)) kept.push(pairs);
   }
-  return pairs;
+  return kept;
 }
 
-export async function buildWarmStart(s: Settings, tasks: Task[], opts: WarmStartOptions = DEFAULT_WARM_START): Promise<string> {
-  const all = await goldPairs(s, tasks);
-  // The tiny policy's context is 1024 bytes; turns that do not fit cannot be learned (the
-  // engine refuses such prompts, and the rollout ends on its token budget).
-  const pairs = all.filter((p) => Buffer.byteLength(p.prompt) + Buffer.byteLength(p.completion) + 1 <= TINY_CONTEXT);
-  if (pairs.length < all.length) log('warmstart', `${all.length - pairs.length} gold turns longer than the ${TINY_CONTEXT}-byte context left out (${[...new Set(all.filter((p) => !pairs.includes(p)).map((p) => p.taskId))].join(', ')})`);
-  const data = pairs.map((p) => JSON.stringify({ prompt: p.prompt, completion: p.completion })).join('\n') + '\n';
+const fits = (p: GoldPair) => Buffer.byteLength(p.prompt) + Buffer.byteLength(p.completion) + 1 <= TINY_CONTEXT;
+
+/** The stress pool: the first `limit` candidates (0 = all) whose whole gold trajectory fits the
+ *  tiny policy: every turn within its context and every reply (plus its end token) within the
+ *  per-turn token budget. A task whose solution does not fit cannot be solved by that policy (the
+ *  engine refuses the prompt, or the reply is cut off and fails the format gate as truncated),
+ *  so it does not belong in a pool of solvable tasks. Returns the tasks and their gold pairs. */
+export async function solvablePool(s: Settings, candidates: Task[], limit: number, maxTokensPerTurn: number): Promise<{ tasks: Task[]; pairs: GoldPair[]; tooLong: string[] }> {
+  const tooLong: string[] = [];
+  const replyFits = (p: GoldPair) => Buffer.byteLength(p.completion) + 1 <= maxTokensPerTurn;
+  const kept = await goldTrajectories(s, candidates, (k) => limit > 0 && k.length >= limit, (t) => {
+    const ok = t.length > 0 && t.every((p) => fits(p) && replyFits(p));
+    if (!ok && t.length) tooLong.push(t[0].taskId);
+    return ok;
+  });
+  if (tooLong.length) log('warmstart', `${tooLong.length} task(s) left out of the pool: their gold trajectory does not fit the ${TINY_CONTEXT}-byte context or the ${maxTokensPerTurn}-token reply budget (${tooLong.join(', ')})`);
+  const ids = new Set(kept.map((t) => t[0].taskId));
+  return { tasks: candidates.filter((t) => ids.has(t.instanceId)), pairs: kept.flat(), tooLong };
+}
+
+/** SFT of the tiny policy on gold pairs (those longer than its context are left out). */
+export async function buildWarmStart(s: Settings, goldPairsOrTasks: GoldPair[] | Task[], opts: WarmStartOptions = DEFAULT_WARM_START): Promise<string> {
+  const all = isPairs(goldPairsOrTasks) ? goldPairsOrTasks : await goldPairs(s, goldPairsOrTasks);
+  const pairs = all.filter(fits);
+  if (pairs.length < all.length) log('warmstart', `${all.length - pairs.length} gold turns longer than the ${TINY_CONTEXT}-byte context left out (${[...new Set(all.filter((p) => !fits(p)).map((p) => p.taskId))].join(', ')})`);
+  const data = pairs.map((p) => JSON.stringify({ task_id: p.taskId, prompt: p.prompt, completion: p.completion })).join('\n') + '\n';
   const hash = crypto.createHash('sha256').update(data).update(JSON.stringify(opts)).digest('hex').slice(0, 16);
   const dir = path.join(s.home, 'warmstart', hash);
   const checkpoint = path.join(dir, 'v0');
@@ -63,8 +91,12 @@ export async function buildWarmStart(s: Settings, tasks: Task[], opts: WarmStart
   }
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'gold.jsonl'), data);
-  log('warmstart', `SFT on ${pairs.length} gold turns of ${tasks.length} tasks, ${opts.steps} steps…`);
+  log('warmstart', `SFT on ${pairs.length} gold turns of ${new Set(pairs.map((p) => p.taskId)).size} tasks, ${opts.steps} steps…`);
   mustRun(s.python.bin, ['-m', 'floe_engine.sft', '--data', path.join(dir, 'gold.jsonl'), '--out', dir, '--steps', String(opts.steps), '--lr', String(opts.lr), '--model', opts.model, '--seed', String(opts.seed), '--eval', '16', '--threads', '1'],
     'the SFT warm start', { env: { ...process.env, OMP_NUM_THREADS: '1', FLOE_ENGINE_THREADS: '1' } }); // two threads were slower here (OpenBLAS spinning)
   return checkpoint;
+}
+
+function isPairs(x: GoldPair[] | Task[]): x is GoldPair[] {
+  return x.length > 0 && 'completion' in x[0];
 }

@@ -5,6 +5,8 @@ import { detectShortcuts } from '../core/shortcuts.js';
 import { checkRawOutput } from '../core/toolFormat.js';
 import { renderToolCall } from '../core/tools.js';
 import { newRouterState, pickEngine, type EngineLoad } from '../core/router.js';
+import { groupAdvantages } from '../core/advantages.js';
+import { stressVerdict } from '../core/stress.js';
 
 const budgets: Budgets = { maxTurns: 3, maxTotalTokens: 1000, maxWallSeconds: 60 };
 const fresh = (): RolloutState => ({ turns: 1, tokens: 0, startedAtMs: 0, seenCalls: [] });
@@ -113,5 +115,30 @@ describe('router policy', () => {
     const s = newRouterState();
     const engines = [load('a', 100), load('b', 0)];
     expect([0, 1, 2, 3].map(() => pickEngine('round-robin', engines, { rolloutId: 'r' }, s))).toEqual(['a', 'b', 'a', 'b']);
+  });
+});
+
+describe('advantages', () => {
+  const group = [
+    { rolloutId: 'a', groupId: 'g', reward: 1 }, { rolloutId: 'b', groupId: 'g', reward: 0 },
+    { rolloutId: 'c', groupId: 'g', reward: 0 }, { rolloutId: 'd', groupId: 'g', reward: 1 },
+    { rolloutId: 'e', groupId: 'h', reward: 1 }, { rolloutId: 'f', groupId: 'h', reward: 1 },
+  ];
+  it('group-relative: reward minus the group mean (÷ std), zero for a uniform group', () => {
+    const g = groupAdvantages(group, 'group');
+    expect([g.get('a'), g.get('b'), g.get('e')]).toEqual([0.5, -0.5, 0]);
+    expect(groupAdvantages(group, 'group-std').get('a')).toBeCloseTo(1, 5);
+  });
+  it("'reward' reinforces every success, uniform groups too, and gives failures nothing", () => {
+    const r = groupAdvantages(group, 'reward');
+    expect(['a', 'b', 'e', 'f'].map((id) => r.get(id))).toEqual([1, 0, 1, 1]);
+  });
+});
+
+describe('stress verdict', () => {
+  it('passes a curve that reaches 0.9 and stays within 0.1 of its peak over the last fifth', () => {
+    expect(stressVerdict([0.7, 0.8, 0.9, 0.95, 0.92, 0.97, 0.9, 0.93, 0.95, 0.91]).pass).toBe(true);
+    expect(stressVerdict([0.7, 0.8, 0.85, 0.88, 0.86]).reason).toMatch(/peak 0.88 < 0.9/);
+    expect(stressVerdict([0.7, 1, 0.95, 0.9, 0.8]).reason).toMatch(/last fifth fell to 0.80/);
   });
 });

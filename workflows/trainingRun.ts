@@ -216,7 +216,7 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
     updating = startChild(weightUpdate, {
       workflowId: `${workflowInfo().workflowId}-update-v${version}`,
       taskQueue: CONTROL_QUEUE,
-      args: [{ runId, version, trainer: { url: config.trainer.url, node: config.trainer.node }, engines: settings.engines, advantages: Object.fromEntries(adv), config: { lr: config.trainer.lr, clipLow: config.trainer.clipLow, clipHigh: config.trainer.clipHigh } }],
+      args: [{ runId, version, trainer: { url: config.trainer.url, node: config.trainer.node }, engines: settings.engines, advantages: Object.fromEntries(adv), config: { lr: config.trainer.lr, clipLow: config.trainer.clipLow, clipHigh: config.trainer.clipHigh, negativeScale: config.trainer.negativeScale, epochs: config.trainer.epochs, minibatches: config.trainer.minibatches } }],
     }).then((h) => h.result());
     updating.then((r) => { updateDone = r; }, (err: unknown) => { failure = err; });
   }

@@ -15,7 +15,7 @@ export interface WeightUpdateInput {
   trainer: { url: string; node: string };
   engines: EngineEndpoint[];
   advantages: Record<string, number>;
-  config: { lr: number; clipLow: number; clipHigh: number };
+  config: { lr: number; clipLow: number; clipHigh: number; negativeScale?: number; epochs?: number; minibatches?: number };
 }
 
 export interface WeightUpdateResult {

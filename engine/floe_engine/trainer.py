@@ -34,6 +34,9 @@ class StepConfig:
     advantage_std_norm: bool = False  # same as advantage='group-std'
     advantage_eps: float = 1e-6
     loss_agg: str = "token-mean"
+    negative_scale: float = 1.0       # negative advantages are multiplied by this (0 = learn from successes only)
+    epochs: int = 1                   # passes over the batch
+    minibatches: int = 1              # optimizer steps per pass (whole groups per minibatch)
     grad_clip: float = 1.0
     micro_batch_tokens: int = 16384
 
@@ -54,6 +57,10 @@ class StepConfig:
             raise ValueError(f"config.advantage must be one of {ADVANTAGES}")
         if c.loss_agg not in LOSS_AGGS:
             raise ValueError(f"config.loss_agg must be one of {LOSS_AGGS}")
+        if not 0 <= c.negative_scale <= 1:
+            raise ValueError("config.negative_scale must be in [0, 1]")
+        if c.epochs < 1 or c.minibatches < 1:
+            raise ValueError("config.epochs and config.minibatches must be >= 1")
         if c.clip_low < 0 or c.clip_high < 0:
             raise ValueError("config.clip_low/clip_high must be >= 0")
         return c
@@ -122,11 +129,17 @@ class MasterWeightsAdamW:
     is plain AdamW.
     """
 
-    def __init__(self, params, lr: float, betas=(0.9, 0.99), weight_decay: float = 0.0, eps: float = 1e-8):
+    def __init__(self, params, lr: float, betas=(0.9, 0.99), weight_decay: float = 0.0, eps: float = 1e-8,
+                 kind: str = "adamw"):
         self.params = [p for p in params if p.requires_grad]
         self.mixed = any(p.dtype != torch.float32 for p in self.params)
         self.master = ([p.detach().float().clone() for p in self.params] if self.mixed else self.params)
-        self.opt = torch.optim.AdamW(self.master, lr=lr, betas=betas, weight_decay=weight_decay, eps=eps)
+        if kind == "adamw":
+            self.opt = torch.optim.AdamW(self.master, lr=lr, betas=betas, weight_decay=weight_decay, eps=eps)
+        elif kind == "sgd":  # plain SGD with momentum betas[0]: steps scale with the gradient itself
+            self.opt = torch.optim.SGD(self.master, lr=lr, momentum=betas[0], weight_decay=weight_decay)
+        else:
+            raise ValueError(f"unknown optimizer {kind!r}; use adamw or sgd")
         self.param_groups = self.opt.param_groups
 
     def zero_grad(self) -> None:
@@ -156,13 +169,15 @@ class MasterWeightsAdamW:
 
 class Trainer:
     def __init__(self, policy: Policy, version: int, publish_dir: str, lr: float = 1e-4,
-                 weight_decay: float = 0.0, betas=(0.9, 0.99), publish_dtype: Optional[torch.dtype] = None):
+                 weight_decay: float = 0.0, betas=(0.9, 0.99), publish_dtype: Optional[torch.dtype] = None,
+                 optimizer: str = "adamw", eps: float = 1e-8):
         self.policy = policy
         self.version = version
         self.publish_dir = publish_dir
         self.lr = lr
         self.publish_dtype = publish_dtype
-        self.opt = MasterWeightsAdamW(policy.module.parameters(), lr=lr, betas=betas, weight_decay=weight_decay)
+        self.opt = MasterWeightsAdamW(policy.module.parameters(), lr=lr, betas=betas, weight_decay=weight_decay,
+                                      eps=eps, kind=optimizer)
         self.lock = threading.Lock()
         self.steps = 0
         self.last_metrics: dict = {}
@@ -206,23 +221,29 @@ class Trainer:
         with self.lock:
             return self._train_step(list(samples), cfg)
 
-    def _train_step(self, samples: List[dict], cfg: StepConfig) -> dict:
-        t0 = time.perf_counter()
+    def _minibatches(self, samples: Sequence[dict], n: int) -> List[List[int]]:
+        """Split the batch into ``n`` optimizer steps, whole groups kept together, in batch order."""
+        groups: Dict[object, List[int]] = {}
+        for i, s in enumerate(samples):
+            groups.setdefault(s.get("group_id", i), []).append(i)
+        parts: List[List[int]] = [[] for _ in range(max(1, min(n, len(groups))))]
+        for k, idxs in enumerate(groups.values()):
+            parts[k % len(parts)].extend(idxs)
+        return parts
+
+    def _backward(self, samples: List[dict], idxs: List[int], adv: List[float], cfg: StepConfig,
+                  acc: Optional[dict], measure: bool) -> None:
+        """Accumulate the gradient of the surrogate loss over ``samples[idxs]``; metrics into ``acc``
+        (mismatch only when ``measure``: the weights have not moved yet in this train step)."""
         pol = self.policy
-        pol.module.eval()  # no dropout: the trainer must score exactly what the engine sampled
-        adv = advantages(samples, cfg)
-        n_tokens = sum(len(s["completion_ids"]) for s in samples)
+        n_tokens = sum(len(samples[i]["completion_ids"]) for i in idxs)
+        seq_count = sum(1 for i in idxs if samples[i]["completion_ids"])
         if n_tokens == 0:
-            raise ValueError("the batch has no completion tokens")
-        seq_count = sum(1 for s in samples if s["completion_ids"])
-        lr = cfg.lr if cfg.lr is not None else self.lr
-        for g in self.opt.param_groups:
-            g["lr"] = lr
-        self.opt.zero_grad()
-        acc = {"loss": 0.0, "abs": 0.0, "k3": 0.0, "ent": 0.0, "clipped": 0.0, "ratio_max": 0.0}
-        for mb in self._micro_batches(samples, cfg.micro_batch_tokens):
+            return
+        for mb in self._micro_batches([samples[i] for i in idxs], cfg.micro_batch_tokens):
+            mb = [idxs[j] for j in mb]
             res = pol.token_logprobs([(samples[i]["prompt_ids"], samples[i]["completion_ids"]) for i in mb],
-                                     grad=True, entropy=True)
+                                     grad=True, entropy=acc is not None)
             loss = None
             for i, (lp, ent) in zip(mb, res):
                 if lp.numel() == 0:
@@ -247,18 +268,42 @@ class Trainer:
                 else:  # seq-mean-token-mean
                     part = tok_loss.mean() / seq_count
                 loss = part if loss is None else loss + part
-                with torch.no_grad():
-                    d = log_ratio.detach()
-                    acc["loss"] += float(part.detach())
-                    acc["abs"] += float(d.abs().sum())
-                    # k3 estimator of KL(behaviour || trainer) from behaviour samples: r - 1 - log r
-                    acc["k3"] += float((d.exp() - 1 - d).sum())
-                    acc["ent"] += float(ent.sum())
-                    acc["clipped"] += float(clipped.sum())
-                    acc["ratio_max"] = max(acc["ratio_max"], float(ratio.detach().max()))
+                if acc is not None:
+                    with torch.no_grad():
+                        acc["loss"] += float(part.detach())
+                        acc["ent"] += float(ent.sum())
+                        acc["clipped"] += float(clipped.sum())
+                        acc["ratio_max"] = max(acc["ratio_max"], float(ratio.detach().max()))
+                        if measure:
+                            d = log_ratio.detach()
+                            acc["abs"] += float(d.abs().sum())
+                            # k3 estimator of KL(behaviour || trainer) from behaviour samples: r - 1 - log r
+                            acc["k3"] += float((d.exp() - 1 - d).sum())
+                            acc["measured"] += lp.numel()
             if loss is not None:
                 loss.backward()
-        grad_norm = self.opt.clip_and_step(cfg.grad_clip)
+
+    def _train_step(self, samples: List[dict], cfg: StepConfig) -> dict:
+        t0 = time.perf_counter()
+        pol = self.policy
+        pol.module.eval()  # no dropout: the trainer must score exactly what the engine sampled
+        adv = [a * cfg.negative_scale if a < 0 else a for a in advantages(samples, cfg)]
+        n_tokens = sum(len(s["completion_ids"]) for s in samples)
+        if n_tokens == 0:
+            raise ValueError("the batch has no completion tokens")
+        lr = cfg.lr if cfg.lr is not None else self.lr
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        acc = {"loss": 0.0, "abs": 0.0, "k3": 0.0, "ent": 0.0, "clipped": 0.0, "ratio_max": 0.0, "measured": 0}
+        parts = self._minibatches(samples, cfg.minibatches)
+        norms: List[float] = []
+        for epoch in range(cfg.epochs):
+            for k, idxs in enumerate(parts):
+                self.opt.zero_grad()
+                self._backward(samples, idxs, adv, cfg, acc if epoch == 0 else None, measure=(epoch == 0 and k == 0))
+                norms.append(self.opt.clip_and_step(cfg.grad_clip))
+        acc["loss"] /= len(parts)
+        grad_norm = norms[0]
         if pol.device.type == "cuda":
             torch.cuda.synchronize()
         train_ms = (time.perf_counter() - t0) * 1e3
@@ -272,10 +317,12 @@ class Trainer:
         metrics = {
             "loss": acc["loss"], "grad_norm": grad_norm, "entropy": acc["ent"] / n_tokens,
             "clip_fraction": acc["clipped"] / n_tokens,
-            "mismatch_mean_abs_logprob": acc["abs"] / n_tokens, "mismatch_kl": acc["k3"] / n_tokens,
+            "mismatch_mean_abs_logprob": acc["abs"] / max(1, acc["measured"]),
+            "mismatch_kl": acc["k3"] / max(1, acc["measured"]), "optimizer_steps": len(norms),
+            "grad_norm_max": max(norms),
             "ratio_max": acc["ratio_max"], "reward_mean": sum(rewards) / len(rewards),
             "advantage_mean": sum(adv) / len(adv), "advantage_abs_mean": sum(abs(a) for a in adv) / len(adv),
-            "tokens": n_tokens, "samples": len(samples), "lr": lr, "skipped_step": not math.isfinite(grad_norm),
+            "tokens": n_tokens, "samples": len(samples), "lr": lr, "skipped_step": not all(math.isfinite(x) for x in norms),
             "train_ms": round(train_ms, 2), "publish_ms": round(publish_ms, 2), "publish_breakdown": pub_timings,
         }
         self.last_metrics = metrics

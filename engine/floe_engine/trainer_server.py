@@ -90,6 +90,8 @@ def main(argv=None) -> None:
     ap.add_argument("--publish-dir", required=True, help="new weights go to <dir>/v<version>/model.safetensors")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--optimizer", default="adamw", choices=["adamw", "sgd"],
+                    help="adamw (betas 0.9/0.99) or sgd with momentum 0.9")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="auto")
@@ -104,7 +106,8 @@ def main(argv=None) -> None:
                                    recurrent_state_dtype=a.recurrent_state_dtype, for_training=True)
     from .policy import parse_dtype
     pub = policy.dtype if a.publish_dtype == "auto" else parse_dtype(a.publish_dtype, policy.device)
-    trainer = Trainer(policy, version, a.publish_dir, lr=a.lr, weight_decay=a.weight_decay, publish_dtype=pub)
+    trainer = Trainer(policy, version, a.publish_dir, lr=a.lr, weight_decay=a.weight_decay, publish_dtype=pub,
+                      optimizer=a.optimizer)
     t0 = time.perf_counter()
     path = trainer.ensure_published()  # engines can always load the version the trainer starts from
     name = a.model if a.model.startswith("hf:") else "floe-tiny"

@@ -1,0 +1,191 @@
+"""Offline proxy of the stress test, for tuning the trainer's recipe fast.
+
+    python bench/recipe/stress_proxy.py --gold DIR/gold.jsonl --init DIR/v0 --out result.json [--lr 3e-4 ...]
+
+The real stress test (``npm run demo``) runs every attempt through Temporal,
+the format gate and a sandbox, ~30 s an update on 2 cores. This proxy keeps
+the parts that decide whether the policy learns — the same tiny policy and
+warm start, the same sampler, the same ``Trainer.train_step`` — and replaces
+the sandbox by the gold trajectory: an attempt goes turn by turn, and a turn
+whose completion is not byte-for-byte the gold turn ends the attempt with
+reward 0 (the real gate is more lenient: a different valid command may still
+pass). Reward 1 when every gold turn was reproduced. Generation is one or
+more versions behind training (``--lag``), as in the asynchronous loop.
+
+It is a tuning tool, not a test of floe: settings found here are checked by
+the real run. Each run writes its reward curve as JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from typing import Dict, List, Sequence, Tuple
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "engine"))
+
+from floe_engine import tokenizer  # noqa: E402  (sets thread env before torch loads)
+import torch  # noqa: E402
+
+from floe_engine.policy import build_policy  # noqa: E402
+from floe_engine.sampling import sample  # noqa: E402
+from floe_engine.trainer import Trainer  # noqa: E402
+
+Turn = Tuple[List[int], List[int]]  # gold prompt ids, gold completion ids (EOS appended)
+
+
+def load_trajectories(path: str) -> List[List[Turn]]:
+    """Gold pairs in file order, grouped into tasks by ``task_id`` (or, in files without it, a
+    pair whose prompt extends the previous pair's prompt + completion is that task's next turn)."""
+    trajs: List[List[Turn]] = []
+    prev = None
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            p, c = row["prompt"], row["completion"]
+            turn = (tokenizer.encode(p), tokenizer.encode(c) + [tokenizer.EOS_ID])
+            same = (row.get("task_id") == prev[2]) if prev is not None and "task_id" in row else \
+                (prev is not None and p.startswith(prev[0] + prev[1]))
+            if same:
+                trajs[-1].append(turn)
+            else:
+                trajs.append([turn])
+            prev = (p, c, row.get("task_id"))
+    return trajs
+
+
+@torch.no_grad()
+def generate(policy, prompts: Sequence[List[int]], max_tokens: int, temperature: float,
+             rng: random.Random) -> List[Tuple[List[int], List[float]]]:
+    be = policy.make_backend(len(prompts))
+    keys = [f"s{i}" for i in range(len(prompts))]
+    logits = torch.stack([be.add(k, p) for k, p in zip(keys, prompts)])
+    outs: List[Tuple[List[int], List[float]]] = [([], []) for _ in prompts]
+    live = list(range(len(prompts)))
+    rngs = [random.Random(rng.random()) for _ in prompts]
+    while live:
+        toks, lps = sample(logits, [temperature] * len(live), [1.0] * len(live), [rngs[i] for i in live])
+        nxt, feed = [], []
+        for j, i in enumerate(live):
+            outs[i][0].append(toks[j])
+            outs[i][1].append(lps[j])
+            done = (toks[j] == tokenizer.EOS_ID or len(outs[i][0]) >= max_tokens
+                    or len(prompts[i]) + len(outs[i][0]) >= policy.context)
+            if not done:
+                nxt.append(i)
+                feed.append(toks[j])
+        for i in set(live) - set(nxt):
+            be.remove(keys[i])
+        live = nxt
+        if live:
+            logits = be.step([keys[i] for i in live], feed)
+    return outs
+
+
+def rollouts(policy, trajs: List[List[Turn]], task_ids: List[int], G: int, a) -> Tuple[List[dict], List[float]]:
+    """G attempts at each task; returns trainer samples (one per generated turn) and rewards."""
+    rng = random.Random(a.rng.random())
+    attempts = [(g, t) for g, t in enumerate(task_ids) for _ in range(G)]
+    alive = list(range(len(attempts)))
+    turns: Dict[int, List[Tuple[List[int], List[int], List[float]]]] = {i: [] for i in alive}
+    reward = [0.0] * len(attempts)
+    k = 0
+    while alive:
+        prompts = [trajs[attempts[i][1]][k][0] for i in alive]
+        outs = generate(policy, prompts, a.max_tokens, a.temperature, rng)
+        nxt = []
+        for i, (ids, lps) in zip(alive, outs):
+            gold = trajs[attempts[i][1]][k]
+            turns[i].append((gold[0], ids, lps))
+            if ids == gold[1]:
+                if k + 1 == len(trajs[attempts[i][1]]):
+                    reward[i] = 1.0
+                else:
+                    nxt.append(i)
+        alive = nxt
+        k += 1
+    samples = []
+    for i, (g, _) in enumerate(attempts):
+        for p, ids, lps in turns[i]:
+            samples.append({"group_id": g, "reward": reward[i], "prompt_ids": p, "completion_ids": ids,
+                            "behaviour_logprobs": lps})
+    return samples, reward
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gold", required=True)
+    ap.add_argument("--init", required=True, help="warm-start checkpoint folder (v0)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tasks", type=int, default=16)
+    ap.add_argument("--updates", type=int, default=30)
+    ap.add_argument("--groups", type=int, default=4, help="groups (tasks) per update")
+    ap.add_argument("--group-size", type=int, default=8)
+    ap.add_argument("--lag", type=int, default=1, help="versions generation runs behind training")
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--max-tokens", type=int, default=120)
+    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--betas", default="0.9,0.99")
+    ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--optimizer", default="adamw", choices=["adamw", "sgd"])
+    ap.add_argument("--advantage", default="group", choices=["group", "group-std", "reward"])
+    ap.add_argument("--loss-agg", default="token-mean", choices=["token-mean", "seq-mean-token-mean"])
+    ap.add_argument("--clip-low", type=float, default=0.2)
+    ap.add_argument("--clip-high", type=float, default=0.28)
+    ap.add_argument("--ratio-mode", default="clip", choices=["clip", "truncate"])
+    ap.add_argument("--grad-clip", type=float, default=1.0)
+    ap.add_argument("--negative-scale", type=float, default=1.0)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--minibatches", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--label", default="")
+    a = ap.parse_args(argv)
+    torch.manual_seed(a.seed)
+    a.rng = random.Random(a.seed)
+    trajs = load_trajectories(a.gold)[: a.tasks]
+    ckpt_file = os.path.join(a.init, "model.safetensors") if os.path.isdir(a.init) else a.init
+    train_pol, _ = build_policy("tiny", ckpt_file, seed=a.seed, for_training=True)
+    gen_pol, _ = build_policy("tiny", ckpt_file, seed=a.seed)
+    betas = tuple(float(x) for x in a.betas.split(","))
+    trainer = Trainer(train_pol, 0, tempfile.mkdtemp(prefix="proxy-"), lr=a.lr, betas=betas, eps=a.eps,
+                      optimizer=a.optimizer)
+    versions = [{k: v.clone() for k, v in train_pol.state_dict().items()}]
+    cfg = {"lr": a.lr, "advantage": a.advantage, "loss_agg": a.loss_agg, "clip_low": a.clip_low,
+           "clip_high": a.clip_high, "ratio_mode": a.ratio_mode, "grad_clip": a.grad_clip,
+           "negative_scale": a.negative_scale, "epochs": a.epochs, "minibatches": a.minibatches}
+    curve, rows = [], []
+    cursor = 0
+    t0 = time.perf_counter()
+    for u in range(1, a.updates + 1):
+        gen_pol.load_state_dict(versions[max(0, u - 1 - a.lag)])
+        task_ids = [(cursor + j) % len(trajs) for j in range(a.groups)]
+        cursor += a.groups
+        samples, rewards = rollouts(gen_pol, trajs, task_ids, a.group_size, a)
+        r = sum(rewards) / len(rewards)
+        res = trainer.train_step(samples, cfg)
+        versions.append({k: v.clone() for k, v in train_pol.state_dict().items()})
+        m = res["metrics"]
+        curve.append(round(r, 4))
+        rows.append({"update": u, "reward": round(r, 4), "entropy": round(m["entropy"], 4),
+                     "grad_norm": round(m["grad_norm"], 4), "clip_fraction": round(m["clip_fraction"], 4)})
+        print(f"[{a.label}] v{u} reward {r:.3f} entropy {m['entropy']:.4f} grad {m['grad_norm']:.3f}", flush=True)
+    n = len(curve)
+    peak = max(curve)
+    tail = curve[n - max(1, n // 5):]
+    out = {"label": a.label, "args": {k: v for k, v in vars(a).items() if k != "rng"}, "curve": curve,
+           "rows": rows, "peak": peak, "last_fifth_min": min(tail), "last_fifth_mean": sum(tail) / len(tail),
+           "seconds": round(time.perf_counter() - t0, 1)}
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(out, f)
+    return out
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
