@@ -68,17 +68,21 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
     ok = verdict.pass;
     say(`\n${verdict.pass ? 'PASS' : 'FAIL'} stress test: start ${verdict.start.toFixed(2)}, peak ${verdict.peak.toFixed(2)}, last fifth min ${verdict.lastFifthMin.toFixed(2)} (must reach ≥ 0.90 and stay within 0.10 of the peak)\n  report  ${path.relative(process.cwd(), html)}\n  summary ${path.relative(process.cwd(), json)}`);
   } finally {
-    // The embedded engines die with this process: a run left running would resume, with no
-    // engines, under the next demo's workers. End it here (its history stays in Temporal).
-    const handle = client.workflow.getHandle(runWorkflowId(runId));
-    if ((await handle.describe().catch(() => null))?.status.name === 'RUNNING') {
-      await handle.terminate('the demo process that hosted its engines ended').catch(() => undefined);
+    try {
+      // The embedded engines die with this process: a run left running would resume, with no
+      // engines, under the next demo's workers. End it here (its history stays in Temporal).
+      const handle = client.workflow.getHandle(runWorkflowId(runId));
+      if ((await handle.describe().catch(() => null))?.status.name === 'RUNNING') {
+        await handle.terminate('the demo process that hosted its engines ended').catch(() => undefined);
+      }
+      await client.connection.close().catch(() => undefined);
+      // Ctrl-C has already stopped the workers (the Temporal runtime handles SIGINT)
+      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+      await running.catch(() => undefined);
+    } finally {
+      await gpu.stop();
+      await closeDbPool();
     }
-    await client.connection.close();
-    workers.forEach((w) => w.shutdown());
-    await running;
-    await gpu.stop();
-    await closeDbPool();
   }
   return { runId, dir, ok };
 }

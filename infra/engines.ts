@@ -21,6 +21,10 @@ function startServer(s: Settings, name: string, module: string, args: string[], 
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   child.stderr!.pipe(log);
+  // a server never outlives the process that started it, however that process ends
+  const killOnExit = () => { child.kill('SIGKILL'); };
+  process.once('exit', killOnExit);
+  child.once('exit', () => process.removeListener('exit', killOnExit));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`${name} did not start within 120 s; see ${logFile}`)); }, 120_000);
     child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`${name} exited with ${code} before it was ready; see ${logFile}`)); });
