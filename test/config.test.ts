@@ -48,4 +48,18 @@ describe('run config', () => {
     expect(() => loadRunConfig(tmp('typo.yaml', 'sandbox:\n  memoryMB: 100\n'))).toThrow(/sandbox: Unrecognized key: "memoryMB"/);
     expect(() => loadRunConfig('/nonexistent/floe.yaml')).toThrow(/file not found/);
   });
+
+  it('parses every committed config, and the stress test keeps its recipe', () => {
+    const dir = path.join(import.meta.dirname, '..', 'configs');
+    const files = fs.readdirSync(dir).filter((f) => /\.(ya?ml|json)$/.test(f));
+    expect(files).toContain('stress-test.yaml');
+    for (const f of files) expect(() => loadRunConfig(path.join(dir, f))).not.toThrow();
+    const stress = loadRunConfig(path.join(dir, 'stress-test.yaml'));
+    expect(stress.trainer).toMatchObject({ advantage: 'reward', epochs: 2, minibatches: 4 });
+    // the router comparison shares the stress test's pool and warm start (same cache entry)
+    const router = loadRunConfig(path.join(dir, 'router-comparison.yaml'));
+    expect(router.policy.maxTokensPerTurn).toBe(stress.policy.maxTokensPerTurn);
+    expect(router.policy.warmStartSteps).toBe(stress.policy.warmStartSteps);
+    expect(router.engines.count).toBeGreaterThanOrEqual(2);
+  });
 });
