@@ -3,9 +3,12 @@ import path from 'node:path';
 import type pg from 'pg';
 import { Context } from '@temporalio/activity';
 import { updateWeights, type EngineEndpoint } from './engineClient.js';
+import type { RunConfig } from '../core/config.js';
 
 /** Activities of a GPU node's worker (task queue floe-gpu@<node>): the trainer and the
  *  inference engines that run on that node, over HTTP. */
+
+export type TrainStepSettings = Pick<RunConfig['trainer'], 'lr' | 'clipLow' | 'clipHigh'> & Partial<Pick<RunConfig['trainer'], 'negativeScale' | 'epochs' | 'minibatches'>>;
 
 export interface TrainStepInput {
   runId: string;
@@ -14,7 +17,8 @@ export interface TrainStepInput {
   trainerUrl: string;
   /** rolloutId → advantage (rollouts by reference: their tokens are read from Postgres). */
   advantages: Record<string, number>;
-  config: { lr: number; clipLow: number; clipHigh: number; negativeScale?: number; epochs?: number; minibatches?: number };
+  /** The trainer section's step settings (the recipe knobs are optional: histories recorded before they existed). */
+  config: TrainStepSettings;
 }
 
 export interface TrainStepResult { version: number; path: string; metrics: Record<string, number>; samples: number; trainMs: number }

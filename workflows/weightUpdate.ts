@@ -1,7 +1,7 @@
 import { proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
 import { gpuQueue } from '../core/taskQueues.js';
 import { FloeKind, FloePolicyVersion, FloeRunId } from '../core/searchAttributes.js';
-import type { GpuActivities } from '../activities/gpu.js';
+import type { GpuActivities, TrainStepSettings } from '../activities/gpu.js';
 import type { TrainingActivities } from '../activities/training.js';
 import type { EngineEndpoint } from '../activities/engineClient.js';
 
@@ -15,7 +15,7 @@ export interface WeightUpdateInput {
   trainer: { url: string; node: string };
   engines: EngineEndpoint[];
   advantages: Record<string, number>;
-  config: { lr: number; clipLow: number; clipHigh: number; negativeScale?: number; epochs?: number; minibatches?: number };
+  config: TrainStepSettings;
 }
 
 export interface WeightUpdateResult {

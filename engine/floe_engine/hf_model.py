@@ -169,7 +169,7 @@ class HFPolicy(Policy):
             # layer per decode step (measured on an H200): use flash / mem-efficient SDPA
             torch.backends.cuda.enable_cudnn_sdp(False)
         # the trainer keeps the engine's dtype too (fp32 master copies live in its
-        # optimizer, trainer.MasterWeightsAdamW): same weights, same arithmetic
+        # optimizer, trainer.MasterWeightsOptimizer): same weights, same arithmetic
         module = module.to(device=device, dtype=dtype)
         module.eval()
         return cls(module, device, dtype, cfg, opts, recurrent_state_dtype)

@@ -24,7 +24,7 @@ import torch
 from . import checkpoint as ckpt
 from . import tokenizer
 from .policy import Policy, build_policy
-from .trainer import MasterWeightsAdamW
+from .trainer import MasterWeightsOptimizer
 
 Pair = Tuple[List[int], List[int]]
 
@@ -94,7 +94,7 @@ def main(argv=None) -> dict:
     rng = random.Random(a.seed)
     pairs = load_pairs(a.data)
     policy, _ = build_policy(a.model, a.init, seed=a.seed, device=a.device, dtype=a.dtype, for_training=True)
-    opt = MasterWeightsAdamW(policy.module.parameters(), lr=a.lr, betas=(0.9, 0.99), weight_decay=0.0)
+    opt = MasterWeightsOptimizer(policy.module.parameters(), lr=a.lr, betas=(0.9, 0.99), weight_decay=0.0)
     n_tok_total = sum(len(c) for _, c in pairs)
     print(f"[sft] {len(pairs)} pairs ({n_tok_total} completion tokens), model {policy.config_dict()['kind']} "
           f"with {policy.num_parameters()} parameters, {a.steps} steps of {a.batch_size}", flush=True)

@@ -118,8 +118,8 @@ def advantages(samples: Sequence[dict], cfg: StepConfig) -> List[float]:
     return out
 
 
-class MasterWeightsAdamW:
-    """AdamW over fp32 master copies of a module whose own weights may be bf16.
+class MasterWeightsOptimizer:
+    """AdamW (or SGD with momentum) over fp32 master copies of a module whose own weights may be bf16.
 
     The module keeps the engine's dtype, so the trainer's forward uses exactly
     the weights (and the arithmetic precision) the engines sample with; that
@@ -176,7 +176,7 @@ class Trainer:
         self.publish_dir = publish_dir
         self.lr = lr
         self.publish_dtype = publish_dtype
-        self.opt = MasterWeightsAdamW(policy.module.parameters(), lr=lr, betas=betas, weight_decay=weight_decay,
+        self.opt = MasterWeightsOptimizer(policy.module.parameters(), lr=lr, betas=betas, weight_decay=weight_decay,
                                       eps=eps, kind=optimizer)
         self.lock = threading.Lock()
         self.steps = 0

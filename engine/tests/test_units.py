@@ -99,10 +99,10 @@ def test_checkpoint_round_trip_and_sha(tmp_path):
 
 
 def test_master_weights_optimizer_keeps_bf16_module_in_sync():
-    from floe_engine.trainer import MasterWeightsAdamW
+    from floe_engine.trainer import MasterWeightsOptimizer
     torch.manual_seed(0)
     lin = torch.nn.Linear(8, 4).to(torch.bfloat16)
-    opt = MasterWeightsAdamW(lin.parameters(), lr=1e-2)
+    opt = MasterWeightsOptimizer(lin.parameters(), lr=1e-2)
     assert opt.mixed and all(m.dtype == torch.float32 for m in opt.master)
     for _ in range(3):
         lin(torch.randn(2, 8, dtype=torch.bfloat16)).float().pow(2).sum().backward()
