@@ -10,9 +10,15 @@ Model spec (after the ``hf:`` prefix), one of:
     mean ``qwen3_5_text``).
 Spec-level options (not config fields): ``attn_implementation=sdpa|eager``.
 
-The byte tokenizer's ids 0..258 are used as-is, so the config's vocab_size
-must be >= 259; only the first 259 rows of the output head are ever used
-(both for sampling and for training), see ``HFPolicy._head``.
+Vocabulary: the policy's tokenizer (``tokenizer.load_tokenizer``: a Hugging Face
+tokenizer folder, or the byte tokenizer for old specs) gives the ids as they are,
+and the config's eos/bos/pad token ids. ``vocab_size`` defaults to the tokenizer's
+vocabulary rounded up to a multiple of 64 (Qwen-style padding: 259 byte ids -> 320)
+and must be >= it. Logits cover the model's whole output layer
+(``Policy.vocab_size`` = the head's size). The head only ever runs where a
+logit is needed: the last position in the engine, the scored (completion /
+loss-masked) positions in the trainer and SFT, in chunks of rows so that no
+[T, vocab] tensor of a whole sequence exists (``HFPolicy.head_logprobs``).
 
 Recurrent (linear-attention) state dtype, ``recurrent_state_dtype``:
   In transformers 5.x the Qwen3.5 / Qwen3-Next gated-delta-net layers
@@ -49,7 +55,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from . import tokenizer
-from .policy import DecodeBackend, Pair, Policy, gather_logprobs
+from .policy import DecodeBackend, Pair, Policy, gather_logprobs, mask_index
 
 RECURRENT_DTYPES = ("fp32", "model")
 SPEC_OPTIONS = ("attn_implementation",)
@@ -101,15 +107,29 @@ def parse_spec(spec: str) -> Tuple[Dict[str, Any], Dict[str, Any], Optional[str]
     return cfg, opts, weights
 
 
-def make_config(cfg: Dict[str, Any]):
+VOCAB_MULTIPLE = 64
+
+
+def default_vocab_size(tok) -> int:
+    """The tokenizer's vocabulary rounded up to a multiple of 64 (Qwen-style padding)."""
+    return -(-int(tok.vocab_size) // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+
+
+def make_config(cfg: Dict[str, Any], tok=None):
+    """transformers config for ``cfg`` (model_type + fields); ``cfg`` gets its vocab_size filled in.
+    The special-token ids come from the tokenizer ``tok`` (byte tokenizer if None)."""
     transformers = _require_transformers()
-    cfg = dict(cfg)
-    model_type = cfg.pop("model_type")
-    cfg.setdefault("vocab_size", tokenizer.VOCAB_SIZE)
-    cfg.update(eos_token_id=tokenizer.EOS_ID, bos_token_id=tokenizer.BOS_ID, pad_token_id=tokenizer.PAD_ID)
-    config = transformers.AutoConfig.for_model(model_type, **cfg)
-    if getattr(config, "vocab_size", 0) < tokenizer.VOCAB_SIZE:
-        raise ValueError(f"vocab_size must be >= {tokenizer.VOCAB_SIZE} for the byte tokenizer")
+    tok = tok if tok is not None else tokenizer.ByteTokenizer()
+    cfg.setdefault("vocab_size", default_vocab_size(tok))
+    args = dict(cfg)
+    model_type = args.pop("model_type")
+    args.update(eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id)
+    config = transformers.AutoConfig.for_model(model_type, **args)
+    vocab = int(getattr(config, "vocab_size", 0) or 0)
+    if vocab < tok.vocab_size:
+        raise ValueError(f"vocab_size {vocab} is smaller than the vocabulary of tokenizer {tok.name!r} "
+                         f"({tok.vocab_size} ids); leave vocab_size out (default {default_vocab_size(tok)}) "
+                         f"or make it >= {tok.vocab_size}")
     return config
 
 
@@ -135,8 +155,8 @@ class HFPolicy(Policy):
     kind = "hf"
 
     def __init__(self, module, device, dtype, hf_config: Dict[str, Any], opts: Dict[str, Any],
-                 recurrent_state_dtype: str):
-        super().__init__(module, device, dtype)
+                 recurrent_state_dtype: str, tok=None):
+        super().__init__(module, device, dtype, tok)
         if recurrent_state_dtype not in RECURRENT_DTYPES:
             raise ValueError(f"recurrent_state_dtype must be one of {RECURRENT_DTYPES}")
         self.hf_config = hf_config
@@ -145,18 +165,22 @@ class HFPolicy(Policy):
         self.state_dtype = torch.float32 if recurrent_state_dtype == "fp32" else dtype
         self.base = getattr(module, module.base_model_prefix)
         self.head = module.get_output_embeddings()
+        self.vocab_size = int(self.head.weight.shape[0])  # logits over the model's whole output layer
 
     @classmethod
     def create(cls, spec: str, device: torch.device, dtype: torch.dtype, seed: int = 0,
                recurrent_state_dtype: str = "fp32", saved_config: Optional[dict] = None,
-               for_training: bool = False) -> "HFPolicy":
+               for_training: bool = False, tok=None) -> "HFPolicy":
         transformers = _require_transformers()
+        tok = tok if tok is not None else tokenizer.ByteTokenizer()
         if saved_config:
             cfg, opts, weights = dict(saved_config["hf_config"]), dict(saved_config.get("opts", {})), None
             recurrent_state_dtype = saved_config.get("recurrent_state_dtype", recurrent_state_dtype)
+            if "tokenizer" not in saved_config:  # written before tokenizers were recorded: byte ids,
+                cfg.setdefault("vocab_size", tokenizer.VOCAB_SIZE)  # and vocab_size defaulted to 259
         else:
             cfg, opts, weights = parse_spec(spec)
-        config = make_config(cfg)
+        config = make_config(cfg, tok)  # fills in cfg["vocab_size"]: the sidecar records the real size
         attn = opts.get("attn_implementation", "sdpa")
         torch.manual_seed(seed)
         auto = transformers.AutoModelForCausalLM
@@ -172,11 +196,11 @@ class HFPolicy(Policy):
         # optimizer, trainer.MasterWeightsOptimizer): same weights, same arithmetic
         module = module.to(device=device, dtype=dtype)
         module.eval()
-        return cls(module, device, dtype, cfg, opts, recurrent_state_dtype)
+        return cls(module, device, dtype, cfg, opts, recurrent_state_dtype, tok)
 
     def config_dict(self) -> dict:
         return {"kind": "hf", "hf_config": self.hf_config, "opts": self.opts,
-                "recurrent_state_dtype": self.recurrent_state_dtype}
+                "recurrent_state_dtype": self.recurrent_state_dtype, "tokenizer": self.tokenizer.describe()}
 
     @property
     def context(self) -> int:
@@ -195,25 +219,66 @@ class HFPolicy(Policy):
         return tied
 
     def _head(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Logits over the tokenizer's 259 ids only (same arithmetic on engine and trainer)."""
-        w = self.head.weight[: self.vocab_size]
+        """Logits [..., vocab_size] fp32 of the given hidden rows (same arithmetic on engine and trainer).
+        Callers pass only the rows whose logits they need."""
+        w = self.head.weight
         b = getattr(self.head, "bias", None)
         out = hidden @ w.t().to(hidden.dtype)
         if b is not None:
-            out = out + b[: self.vocab_size].to(out.dtype)
+            out = out + b.to(out.dtype)
         return out.float()
+
+    # rows of the head computed at once: bounds the [rows, vocab] fp32 logits (and their
+    # log-softmax) to ~128 MiB each, e.g. 220 rows of a 152k vocabulary
+    head_chunk_elements = 1 << 25
+
+    def head_logprobs(self, h: torch.Tensor, targets: torch.Tensor, entropy: bool = False
+                      ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """h [N, H] hidden rows, targets [N] -> (log p(target) [N] fp32, entropy [N] or None).
+
+        Runs the head over chunks of rows; when gradients are on and there is more than one
+        chunk, each chunk is checkpointed (its logits are recomputed in the backward pass), so
+        only one chunk's [rows, vocab] logits are alive at a time."""
+        n = h.shape[0]
+        rows = max(1, self.head_chunk_elements // max(1, self.vocab_size))
+        if n <= rows:
+            return gather_logprobs(self._head(h), targets, entropy)
+
+        def chunk(hc, tc):
+            lp, ent = gather_logprobs(self._head(hc), tc, entropy)
+            return lp, (ent if ent is not None else lp.new_zeros(0))
+
+        lps, ents = [], []
+        use_ckpt = torch.is_grad_enabled() and h.requires_grad
+        for a in range(0, n, rows):
+            hc, tc = h[a:a + rows], targets[a:a + rows]
+            if use_ckpt:
+                from torch.utils.checkpoint import checkpoint
+                lp, ent = checkpoint(chunk, hc, tc, use_reentrant=False)
+            else:
+                lp, ent = chunk(hc, tc)
+            lps.append(lp)
+            ents.append(ent)
+        return torch.cat(lps), (torch.cat(ents) if entropy else None)
 
     def forward_hidden(self, ids: torch.Tensor, **kw) -> Tuple[torch.Tensor, Any]:
         out = self.base(input_ids=ids, **kw)
         return out.last_hidden_state, getattr(out, "past_key_values", None)
 
     def token_logprobs(self, pairs: Sequence[Pair], grad: bool = False, entropy: bool = False,
-                       max_tokens_per_batch: int = 16384):
+                       masks=None, max_tokens_per_batch: int = 16384):
+        """The base model runs over each (right-padded) micro-batch; the head only over the
+        completion positions (or, with ``masks``, only the masked ones)."""
         out: List = [None] * len(pairs)
+        pad = self.tokenizer.pad_token_id
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
         batches, cur, cur_max = [], [], 0
         for i in order:  # micro-batches of similar length, bounded padded token count
             n = len(pairs[i][0]) + len(pairs[i][1])
+            if len(pairs[i][0]) == 0:
+                raise ValueError("prompt_ids must not be empty")
+            if n - 1 > self.context:
+                raise ValueError(f"prompt+completion of {n} tokens exceeds context {self.context}")
             if cur and max(cur_max, n) * (len(cur) + 1) > max_tokens_per_batch:
                 batches.append(cur)
                 cur, cur_max = [], 0
@@ -226,21 +291,33 @@ class HFPolicy(Policy):
             for idxs in batches:
                 seqs = [list(pairs[i][0]) + list(pairs[i][1]) for i in idxs]
                 T = max(len(s) for s in seqs) - 1
-                inp = torch.full((len(seqs), max(T, 1)), tokenizer.PAD_ID, dtype=torch.long)
+                inp = torch.full((len(seqs), max(T, 1)), pad, dtype=torch.long)
                 for r, s in enumerate(seqs):  # right padding: causal attention never sees it
                     inp[r, : len(s) - 1] = torch.tensor(s[:-1])
                 hidden, _ = self.forward_hidden(inp.to(self.device), use_cache=False)
-                for r, i in enumerate(idxs):
+                rows, cols, tgts, spans = [], [], [], []
+                k = 0
+                for r, i in enumerate(idxs):  # the scored positions of every row: one head call
                     p, c = pairs[i]
-                    if len(p) == 0:
-                        raise ValueError("prompt_ids must not be empty")
-                    if not c:
+                    pos = torch.arange(len(p) - 1, len(p) - 1 + len(c), device=self.device)
+                    tgt = torch.tensor(list(c), dtype=torch.long, device=self.device)
+                    sel = mask_index(masks[i] if masks is not None else None, len(c), self.device)
+                    if sel is not None:
+                        pos, tgt = pos[sel], tgt[sel]
+                    rows.append(torch.full_like(pos, r))
+                    cols.append(pos)
+                    tgts.append(tgt)
+                    spans.append((k, k + pos.numel()))
+                    k += pos.numel()
+                if k == 0:
+                    for i in idxs:
                         z = torch.zeros(0, device=self.device)
                         out[i] = (z, z if entropy else None)
-                        continue
-                    h = hidden[r, len(p) - 1: len(p) - 1 + len(c)]
-                    tgt = torch.tensor(list(c), device=self.device)
-                    out[i] = gather_logprobs(self._head(h), tgt, entropy)
+                    continue
+                h = hidden[torch.cat(rows), torch.cat(cols)]  # [scored tokens, H], never [T, vocab]
+                lp, ent = self.head_logprobs(h, torch.cat(tgts), entropy)
+                for (a, b), i in zip(spans, idxs):
+                    out[i] = (lp[a:b], ent[a:b] if ent is not None else None)
         return out
 
     def make_backend(self, max_batch: int) -> DecodeBackend:
@@ -374,7 +451,7 @@ class HFBackend(DecodeBackend):
             return torch.stack(outs)
         row = {k: i for i, k in enumerate(self.rows)}
         B = len(self.rows)
-        tok = torch.full((B, 1), tokenizer.PAD_ID, dtype=torch.long)
+        tok = torch.full((B, 1), self.policy.tokenizer.pad_token_id, dtype=torch.long)
         fed = [False] * B
         for k, t in zip(keys, tokens):
             tok[row[k], 0] = t

@@ -1,7 +1,7 @@
 """floe's reference inference engine: a vLLM/SGLang-style HTTP surface.
 
     python -m floe_engine.inference_server --port 8100 --model tiny \
-        [--checkpoint DIR/v0] [--seed 0] [--max-batch 8]
+        [--checkpoint DIR/v0] [--seed 0] [--max-batch 8] [--tokenizer byte|FOLDER]
 
 See engine/README.md for the routes. ``--port 0`` picks a free port; the
 first stdout line is a JSON object {"event": "ready", "port": ...}.
@@ -20,19 +20,20 @@ import torch
 from . import checkpoint as ckpt
 from . import tokenizer
 from .httpserve import make_server, prometheus
-from .logprobs import batch_logprobs
-from .policy import build_policy
+from .logprobs import score_samples
+from .policy import build_policy, check_tokenizer
 from .sampling import SamplingParams
 from .scheduler import Engine, completion_response
 
 
-def _prompt_ids(prompt) -> List[int]:
+def _prompt_ids(prompt, tok=None) -> List[int]:
+    """A string (encoded with the tokenizer ``tok``) or a list of token ids -> ids."""
     if isinstance(prompt, str):
-        return tokenizer.encode(prompt)
+        return (tok or tokenizer.ByteTokenizer()).encode(prompt)
     if isinstance(prompt, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
         return list(prompt)
     if isinstance(prompt, list) and len(prompt) == 1:
-        return _prompt_ids(prompt[0])
+        return _prompt_ids(prompt[0], tok)
     raise ValueError("prompt must be a string or a list of token ids (one prompt per request)")
 
 
@@ -56,6 +57,7 @@ class InferenceServer:
     def __init__(self, engine: Engine, model_name: str):
         self.engine = engine
         self.model_name = model_name
+        self.tokenizer = engine.policy.tokenizer
         self.started = time.time()
 
     # POST /v1/completions
@@ -67,23 +69,24 @@ class InferenceServer:
         params = sampling_params(body)
         n = int(body.get("n", 1) or 1)
         rid = body.get("request_id") or headers.get("x-request-id")
-        req = self.engine.submit(_prompt_ids(body["prompt"]), params, n=n, request_id=rid)
+        req = self.engine.submit(_prompt_ids(body["prompt"], self.tokenizer), params, n=n, request_id=rid)
         req.done.wait()
         resp = completion_response(req, body.get("model") or self.model_name,
-                                   return_token_ids=bool(body.get("return_token_ids", False)))
+                                   return_token_ids=bool(body.get("return_token_ids", False)), tok=self.tokenizer)
         if req.error:
             raise RuntimeError(f"generation failed: {req.error}")
         return resp
 
     def tokenize(self, body: dict, headers) -> dict:
-        ids = _prompt_ids(body.get("prompt", body.get("text", "")))
+        ids = _prompt_ids(body.get("prompt", body.get("text", "")), self.tokenizer)
         return {"tokens": ids, "count": len(ids), "max_model_len": self.engine.policy.context}
 
     def detokenize(self, body: dict, headers) -> dict:
         ids = body.get("tokens")
         if not isinstance(ids, list):
             raise ValueError("tokens must be a list of token ids")
-        return {"prompt": tokenizer.decode(ids)}
+        tokenizer.validate_ids(ids, self.engine.policy.vocab_size)
+        return {"prompt": self.tokenizer.decode(ids)}
 
     def update_weights(self, body: dict, headers) -> dict:
         path = body.get("path") or body.get("model_path")
@@ -92,6 +95,7 @@ class InferenceServer:
         t0 = time.perf_counter()
         timings: dict = {}
         meta, sd = ckpt.load(path, verify=bool(body.get("verify", True)), timings=timings)
+        check_tokenizer(meta, self.tokenizer, f"checkpoint {path}")
         version = body.get("version", meta.get("version"))
         if version is None:
             raise ValueError("no version given and the checkpoint sidecar has none")
@@ -123,11 +127,11 @@ class InferenceServer:
     def logprobs(self, body, headers) -> dict:
         samples = body.get("samples")
         if not isinstance(samples, list):
-            raise ValueError("samples must be a list of {prompt_ids, completion_ids}")
+            raise ValueError("samples must be a list of {prompt_ids, completion_ids} or {ids, loss_mask}")
         out: dict = {}
 
         def score():  # on the scheduler thread, between steps: consistent weights
-            out["lp"] = batch_logprobs(self.engine.policy, [(s["prompt_ids"], s["completion_ids"]) for s in samples])
+            out["lp"] = score_samples(self.engine.policy, samples)
             out["version"] = self.engine.version
 
         self.engine._run_command(score)
@@ -135,12 +139,13 @@ class InferenceServer:
 
     def health(self, body, headers) -> dict:
         st = self.engine.stats()
+        ctx = self.engine.policy.context
         return {"ok": True, "version": st["version"], "model": self.model_name, "paused": st["paused"],
-                "running": st["running"], "waiting": st["waiting"],
-                # what a client needs to check raw outputs: ids 0..255 are bytes
-                "tokenizer": {"kind": "byte", "eos_token_id": tokenizer.EOS_ID,
-                              "special_token_ids": [tokenizer.BOS_ID, tokenizer.PAD_ID],
-                              "max_model_len": self.engine.policy.context}}
+                "running": st["running"], "waiting": st["waiting"], "max_model_len": ctx,
+                "vocab_size": self.engine.policy.vocab_size,
+                # what a client needs to check raw outputs (kind, eos_token_id, stop_token_ids,
+                # special_token_ids, ...: tokenizer.describe())
+                "tokenizer": {**self.tokenizer.describe(), "max_model_len": ctx}}
 
     def models(self, body, headers) -> dict:
         return {"object": "list", "data": [{"id": self.model_name, "object": "model", "owned_by": "floe",
@@ -193,6 +198,8 @@ def main(argv=None) -> None:
     ap.add_argument("--port", type=int, default=8100, help="0 = pick a free port")
     ap.add_argument("--model", default="tiny", help="tiny | tiny:d_model=96,n_layers=2 | hf:<config.json|model_type:k=v,...>")
     ap.add_argument("--checkpoint", default=None, help="a published version folder (or its model.safetensors)")
+    ap.add_argument("--tokenizer", default="byte",
+                    help="byte (the tiny model's) | a Hugging Face tokenizer folder (tokenizer.json + tokenizer_config.json)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-batch", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
@@ -204,14 +211,15 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     policy, version = build_policy(a.model, a.checkpoint, seed=a.seed, device=a.device, dtype=a.dtype,
-                                   recurrent_state_dtype=a.recurrent_state_dtype)
+                                   recurrent_state_dtype=a.recurrent_state_dtype, tokenizer=a.tokenizer)
     name = a.served_model_name or (a.model if a.model.startswith("hf:") else "floe-tiny")
     engine = Engine(policy, version=version, max_batch=a.max_batch, seed=a.seed, model_name=name).start()
     server = InferenceServer(engine, name)
     httpd = make_server(a.host, a.port, server.routes(), verbose=a.verbose)
     print(json.dumps({"event": "ready", "role": "inference", "host": a.host, "port": httpd.server_address[1],
                       "model": name, "version": version, "parameters": policy.num_parameters(),
-                      "device": str(policy.device)}), flush=True)
+                      "device": str(policy.device), "tokenizer": policy.tokenizer.name,
+                      "vocab_size": policy.vocab_size}), flush=True)
     try:
         httpd.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:

@@ -1,11 +1,18 @@
-"""A policy = a model plus everything both servers need to run it the same way.
+"""A policy = a model plus its tokenizer plus everything both servers need to run it the same way.
 
 ``Policy`` hides whether the network is the tiny byte-level GPT or a Hugging
 Face model. The trainer asks it for per-token log-probabilities of
-(prompt, completion) pairs; the engine asks it for a ``DecodeBackend`` that
-keeps per-sequence caches for continuous batching. Logits are always cut to
-the tokenizer's 259 ids, so a model with a bigger embedding table (every HF
-model) never samples, and never normalises over, ids the tokenizer lacks.
+(prompt, completion) pairs (``token_logprobs``) or of the masked tokens of whole
+rollouts (``masked_logprobs``); the engine asks it for a ``DecodeBackend`` that
+keeps per-sequence caches for continuous batching.
+
+Every policy carries ``policy.tokenizer`` (``tokenizer.load_tokenizer``): the tiny
+model only runs the byte tokenizer (its logits are cut to the 259 byte ids); an
+HF model uses its tokenizer's ids as they are and its logits cover the model's
+whole output layer (``Policy.vocab_size`` = the head's size, the tokenizer's
+vocabulary rounded up to a multiple of 64 by default). Checkpoints record the
+tokenizer (``config.tokenizer`` in the sidecar) and a policy refuses weights
+written for another tokenizer (``check_tokenizer``).
 """
 from __future__ import annotations
 
@@ -17,8 +24,10 @@ import torch.nn.functional as F
 
 from . import model as tiny
 from . import tokenizer
+from .tokenizer import load_tokenizer
 
 Pair = Tuple[Sequence[int], Sequence[int]]
+Mask = Optional[Sequence[int]]
 DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
           "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
 
@@ -47,11 +56,12 @@ class DecodeBackend:
     """
 
     def add(self, key: str, ids: Sequence[int]) -> torch.Tensor:
-        """Cache ``ids`` (at least one token) for a new sequence; return next-token logits [259] (fp32)."""
+        """Cache ``ids`` (at least one token) for a new sequence; return next-token logits [V] (fp32,
+        V = ``policy.vocab_size``; the head runs on the last position only)."""
         raise NotImplementedError
 
     def step(self, keys: Sequence[str], tokens: Sequence[int]) -> torch.Tensor:
-        """Feed one token per sequence; return next-token logits [len(keys), 259] (fp32)."""
+        """Feed one token per sequence; return next-token logits [len(keys), V] (fp32)."""
         raise NotImplementedError
 
     def remove(self, key: str) -> None:
@@ -72,12 +82,15 @@ class DecodeBackend:
 
 class Policy:
     kind = "abstract"
-    vocab_size = tokenizer.VOCAB_SIZE
+    vocab_size = tokenizer.VOCAB_SIZE  # ids the logits cover (HF: the model's output size)
+    tokenizer = tokenizer.ByteTokenizer()
 
-    def __init__(self, module: torch.nn.Module, device: torch.device, dtype: torch.dtype):
+    def __init__(self, module: torch.nn.Module, device: torch.device, dtype: torch.dtype, tok=None):
         self.module = module
         self.device = device
         self.dtype = dtype
+        if tok is not None:
+            self.tokenizer = tok
 
     # --- identity / persistence -------------------------------------------------
     def config_dict(self) -> dict:
@@ -114,23 +127,64 @@ class Policy:
         return h.hexdigest()[:16]
 
     # --- scoring ------------------------------------------------------------------
-    def token_logprobs(self, pairs: Sequence[Pair], grad: bool = False, entropy: bool = False
+    def token_logprobs(self, pairs: Sequence[Pair], grad: bool = False, entropy: bool = False,
+                       masks: Optional[Sequence[Mask]] = None
                        ) -> List[Tuple[torch.Tensor, Optional[torch.Tensor]]]:
-        """Per pair: (log p(completion_t | prefix) [C] fp32, entropy [C] or None)."""
+        """Per pair: (log p(completion_t | prefix) [C] fp32, entropy [C] or None).
+
+        With ``masks`` (one 0/1 list over each pair's completion, or None for all of it) only
+        the masked completion positions are returned, in order ([mask.sum()] each), and the
+        HF output head runs only at those positions."""
         raise NotImplementedError
+
+    def masked_logprobs(self, rows: Sequence[Tuple[Sequence[int], Sequence[int]]], grad: bool = False,
+                        entropy: bool = False) -> List[Tuple[torch.Tensor, Optional[torch.Tensor]]]:
+        """Per row (ids [T], loss_mask [T]): log p(ids[t] | ids[:t]) at the masked positions t only.
+
+        The row is scored as the pair (ids[:p0], ids[p0:]) with p0 its first masked index, so
+        rows sharing their first prompt (the G rollouts of a group) share its forward on the
+        tiny model. p0 must be >= 1 (nothing predicts the first token)."""
+        pairs, masks = [], []
+        for i, (ids, mask) in enumerate(rows):
+            p0 = first_masked(mask)
+            if p0 is None:
+                raise ValueError(f"row {i}: loss_mask has no 1 (no token to score)")
+            if p0 == 0:
+                raise ValueError(f"row {i}: loss_mask[0] is 1, but the first token has no prefix to predict it from")
+            pairs.append((list(ids[:p0]), list(ids[p0:])))
+            masks.append(list(mask[p0:]))
+        return self.token_logprobs(pairs, grad=grad, entropy=entropy, masks=masks)
 
     def make_backend(self, max_batch: int) -> DecodeBackend:
         raise NotImplementedError
 
 
+def first_masked(mask: Sequence[int]) -> Optional[int]:
+    for i, m in enumerate(mask):
+        if m:
+            return i
+    return None
+
+
+def mask_index(mask: Mask, n: int, device) -> Optional[torch.Tensor]:
+    """Positions (LongTensor) where ``mask`` is 1; None means all ``n`` of them."""
+    if mask is None:
+        return None
+    if len(mask) != n:
+        raise ValueError(f"mask has {len(mask)} entries for {n} completion tokens")
+    return torch.tensor([j for j, m in enumerate(mask) if m], dtype=torch.long, device=device)
+
+
 def gather_logprobs(logits: torch.Tensor, targets: torch.Tensor, entropy: bool
                     ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-    """logits [..., V] (cut to the tokenizer), targets [...] -> (logprob, entropy)."""
+    """logits [..., V], targets [...] -> (logprob, entropy or None). The entropy (over the full
+    vocabulary) is a metric: it carries no gradient."""
     logp = F.log_softmax(logits.float(), dim=-1)
     lp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     ent = None
     if entropy:
-        ent = -(logp.exp() * logp).sum(-1)
+        with torch.no_grad():
+            ent = -(logp.exp() * logp).sum(-1)
     return lp, ent
 
 
@@ -141,24 +195,29 @@ class TinyPolicy(Policy):
     kind = "tiny"
 
     def __init__(self, cfg: tiny.TinyConfig, device: torch.device, dtype: torch.dtype = torch.float32,
-                 seed: int = 0):
+                 seed: int = 0, tok=None):
+        if tok is not None and getattr(tok, "kind", None) != "byte":
+            raise ValueError(f"the tiny model runs the byte tokenizer only (ids 0..258), not {tok.kind} tokenizer "
+                             f"{tok.name!r} ({tok.vocab_size} ids); use an hf: model for a real vocabulary")
         torch.manual_seed(seed)
         module = tiny.TinyGPT(cfg).to(device=device, dtype=dtype)
-        super().__init__(module, device, dtype)
+        super().__init__(module, device, dtype, tok)
         self.cfg = cfg
 
     def config_dict(self) -> dict:
-        return {"kind": "tiny", "tiny": self.cfg.to_dict()}
+        return {"kind": "tiny", "tiny": self.cfg.to_dict(), "tokenizer": self.tokenizer.describe()}
 
     @property
     def context(self) -> int:
         return self.cfg.context
 
-    def token_logprobs(self, pairs, grad=False, entropy=False):
+    def token_logprobs(self, pairs, grad=False, entropy=False, masks=None):
         """Pairs that share a prompt are scored together: the prompt runs once
         and its K/V are shared by all completions in the group (an RL group of
-        G samples costs one prompt forward, not G)."""
+        G samples costs one prompt forward, not G). The 259-way head is cheap,
+        so it runs on every completion position and ``masks`` just select."""
         out: List = [None] * len(pairs)
+        pad = self.tokenizer.pad_token_id
         groups: Dict[tuple, List[int]] = {}
         for i, (p, c) in enumerate(pairs):
             if len(p) == 0:
@@ -180,7 +239,7 @@ class TinyPolicy(Policy):
                         z = torch.zeros(0, device=self.device)
                         out[i] = (z, z if entropy else None)
                     continue
-                inp = torch.full((len(comps), C), tokenizer.PAD_ID, dtype=torch.long)
+                inp = torch.full((len(comps), C), pad, dtype=torch.long)
                 tgt = torch.zeros((len(comps), C), dtype=torch.long)
                 for r, c in enumerate(comps):
                     seq = [prompt[-1]] + c[:-1]
@@ -190,7 +249,11 @@ class TinyPolicy(Policy):
                 lp, ent = gather_logprobs(logits[..., : self.vocab_size], tgt.to(self.device), entropy)
                 for r, i in enumerate(idxs):
                     n = len(comps[r])
-                    out[i] = (lp[r, :n], ent[r, :n] if ent is not None else None)
+                    a, e = lp[r, :n], (ent[r, :n] if ent is not None else None)
+                    sel = mask_index(masks[i] if masks is not None else None, n, self.device)
+                    if sel is not None:
+                        a, e = a[sel], (e[sel] if e is not None else None)
+                    out[i] = (a, e)
         return out
 
     def make_backend(self, max_batch: int) -> DecodeBackend:
@@ -287,16 +350,35 @@ class TinyBackend(DecodeBackend):
 
 
 # ---------------------------------------------------------------------------------
+def checkpoint_tokenizer(meta: Optional[dict]) -> dict:
+    """The tokenizer a checkpoint was written for (its sidecar's ``config.tokenizer``).
+    Checkpoints from before tokenizers were recorded all used the byte tokenizer."""
+    rec = ((meta or {}).get("config") or {}).get("tokenizer")
+    return rec if isinstance(rec, dict) else tokenizer.ByteTokenizer().describe()
+
+
+def check_tokenizer(meta: Optional[dict], tok, where: str = "checkpoint") -> None:
+    """Refuse weights written for another tokenizer (name or vocab_size differ), naming both."""
+    rec = checkpoint_tokenizer(meta)
+    if (rec.get("name"), rec.get("vocab_size")) != (tok.name, tok.vocab_size):
+        raise ValueError(f"{where} was written for tokenizer {rec.get('name')!r} ({rec.get('vocab_size')} ids) "
+                         f"but this process runs tokenizer {tok.name!r} ({tok.vocab_size} ids); start it with "
+                         f"the checkpoint's tokenizer (--tokenizer)")
+
+
 def build_policy(model: str, checkpoint: Optional[str] = None, seed: int = 0, device: Optional[str] = None,
                  dtype: Optional[str] = None, recurrent_state_dtype: str = "fp32",
-                 for_training: bool = False) -> Tuple[Policy, int]:
-    """Make the policy named by ``model`` and load ``checkpoint`` if given.
+                 for_training: bool = False, tokenizer: Optional[str] = None) -> Tuple[Policy, int]:
+    """Make the policy named by ``model`` with the tokenizer ``tokenizer`` (None / 'byte' or a
+    Hugging Face tokenizer folder) and load ``checkpoint`` if given.
 
     Returns (policy, weight version). A checkpoint's sidecar config wins over
-    the sizes in ``model`` (so engines always match the trainer that wrote it).
+    the sizes in ``model`` (so engines always match the trainer that wrote it);
+    its recorded tokenizer must be the one given here.
     """
     from . import checkpoint as ckpt  # local import: checkpoint imports policy lazily too
 
+    tok = load_tokenizer(tokenizer)
     dev = pick_device(device)
     is_tiny = model == "tiny" or model.startswith("tiny:")
     dt = torch.float32 if is_tiny and dtype in (None, "", "auto") else parse_dtype(dtype, dev)
@@ -309,18 +391,19 @@ def build_policy(model: str, checkpoint: Optional[str] = None, seed: int = 0, de
     if checkpoint:
         meta, sd = ckpt.load(checkpoint)
         version = int(meta.get("version", 0))
+        check_tokenizer(meta, tok, f"checkpoint {checkpoint}")
     cfg = (meta or {}).get("config") or {}
     if is_tiny:
         if cfg and cfg.get("kind") != "tiny":
             raise ValueError(f"checkpoint {checkpoint} holds a {cfg.get('kind')!r} model, not tiny")
         tcfg = tiny.TinyConfig.from_dict(cfg["tiny"]) if cfg else tiny.TinyConfig.parse(model)
-        pol: Policy = TinyPolicy(tcfg, dev, dt, seed=seed)
+        pol: Policy = TinyPolicy(tcfg, dev, dt, seed=seed, tok=tok)
     elif model.startswith("hf:"):
         from . import hf_model  # guarded: needs transformers
         if cfg and cfg.get("kind") != "hf":
             raise ValueError(f"checkpoint {checkpoint} holds a {cfg.get('kind')!r} model, not hf")
         pol = hf_model.HFPolicy.create(model[3:], dev, dt, seed=seed, recurrent_state_dtype=recurrent_state_dtype,
-                                       saved_config=cfg or None, for_training=for_training)
+                                       saved_config=cfg or None, for_training=for_training, tok=tok)
     else:
         raise ValueError(f"unknown model {model!r}; use 'tiny', 'tiny:d_model=96,n_layers=2' or 'hf:<config.json|model_type>'")
     if sd is not None:

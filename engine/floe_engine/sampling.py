@@ -50,20 +50,29 @@ def sample(logits: torch.Tensor, temperatures: Sequence[float], top_ps: Sequence
     greedy = temps <= 0
     scaled = logits / torch.where(greedy, torch.ones_like(temps), temps)[:, None]
     probs = torch.softmax(scaled, dim=-1)
-    sorted_p, order = probs.sort(dim=-1, descending=True)
-    cum = sorted_p.cumsum(-1)
-    tp = torch.tensor(top_ps, dtype=logits.dtype, device=logits.device)[:, None]
-    # keep the smallest prefix whose mass reaches top_p (always at least one token)
-    keep = (cum - sorted_p) < tp
-    sorted_p = sorted_p * keep
-    cdf = sorted_p.cumsum(-1)
     u = torch.tensor([r.random() for r in rngs], dtype=torch.float64, device=logits.device)
-    u = (u * cdf[:, -1].double()).to(cdf.dtype)[:, None]
-    pick = torch.searchsorted(cdf, u, right=True).clamp_(max=V - 1)
-    # never land on a dropped (zero-mass) token through float rounding at the top end
-    n_keep = keep.sum(-1, keepdim=True)
-    pick = torch.minimum(pick, n_keep - 1)
-    tokens = order.gather(-1, pick).squeeze(-1)
+    if all(p >= 1 for p in top_ps):
+        # no nucleus: inverse-CDF over the vocabulary as it is (sorting a 150k-250k vocabulary
+        # every step costs more than the rest of a CPU decode step)
+        cdf = probs.cumsum(-1)
+        u = (u * cdf[:, -1].double()).to(cdf.dtype)[:, None]
+        tokens = torch.searchsorted(cdf, u, right=True).clamp_(max=V - 1).squeeze(-1)
+        # float rounding at the top end must not pick a zero-probability tail token
+        tokens = torch.where(probs.gather(-1, tokens[:, None]).squeeze(-1) > 0, tokens, probs.argmax(-1))
+    else:
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        cum = sorted_p.cumsum(-1)
+        tp = torch.tensor(top_ps, dtype=logits.dtype, device=logits.device)[:, None]
+        # keep the smallest prefix whose mass reaches top_p (always at least one token)
+        keep = (cum - sorted_p) < tp
+        sorted_p = sorted_p * keep
+        cdf = sorted_p.cumsum(-1)
+        u = (u * cdf[:, -1].double()).to(cdf.dtype)[:, None]
+        pick = torch.searchsorted(cdf, u, right=True).clamp_(max=V - 1)
+        # never land on a dropped (zero-mass) token through float rounding at the top end
+        n_keep = keep.sum(-1, keepdim=True)
+        pick = torch.minimum(pick, n_keep - 1)
+        tokens = order.gather(-1, pick).squeeze(-1)
     tokens = torch.where(greedy, logits.argmax(-1), tokens)
     lps = raw_logp.gather(-1, tokens[:, None]).squeeze(-1)
     return tokens.tolist(), lps.tolist()

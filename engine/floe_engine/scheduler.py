@@ -9,6 +9,14 @@ update, abort, prefix-cache reset) and wait on events. Each scheduler step:
 A weight update swaps the weights and recomputes the cache of every active
 sequence under them before the next token, so every token records the
 weight version that actually produced it.
+
+Tokens are the policy's tokenizer's (``policy.tokenizer``): a sequence stops on
+any of its ``stop_token_ids`` (unless ``ignore_eos``), the returned text is its
+``decode`` of the generated ids (less a final stop token; special tokens kept as
+their text) and ``logprobs.tokens`` are its ``token_text``. Stop strings are
+matched on text decoded incrementally (a window of recent tokens, re-decoded until
+it no longer ends in an incomplete UTF-8 character), so their cost does not grow
+with the length of the output.
 """
 from __future__ import annotations
 
@@ -40,8 +48,11 @@ class Seq:
     out: List[int] = field(default_factory=list)
     logprobs: List[float] = field(default_factory=list)
     versions: List[int] = field(default_factory=list)
-    text: bytearray = field(default_factory=bytearray)
+    text: str = ""  # incrementally decoded text (kept only when the request has stop strings)
+    prefix_off: int = 0  # out[prefix_off:read_off] is the decoded window text[-len(window):] came from
+    read_off: int = 0
     text_end: Optional[int] = None  # where the returned text stops (before a stop string)
+    stop_token_end: bool = False  # the last token is a tokenizer stop token (left out of the text)
     finish_reason: Optional[str] = None
     stop_reason: object = None
     abort: bool = False
@@ -68,6 +79,8 @@ class Engine:
         self.max_batch = max_batch
         self.seed = seed
         self.model_name = model_name
+        self.tokenizer = policy.tokenizer
+        self.stop_ids = frozenset(int(t) for t in self.tokenizer.stop_token_ids)
         self.backend = policy.make_backend(max_batch)
         self.cv = threading.Condition()
         self.waiting: Deque[Seq] = collections.deque()
@@ -93,11 +106,21 @@ class Engine:
             self.cv.notify_all()
         self.thread.join(timeout=5)
 
-    def submit(self, prompt: Sequence[int], params: SamplingParams, n: int = 1,
+    def submit(self, prompt, params: SamplingParams, n: int = 1,
                request_id: Optional[str] = None) -> Request:
+        """``prompt``: token ids (validated against the model's vocabulary) or a string (encoded
+        with the tokenizer). An empty prompt becomes [BOS] (an error if the tokenizer has none)."""
         params.validate()
-        prompt = list(prompt) or [tokenizer.BOS_ID]
+        if isinstance(prompt, str):
+            prompt = self.tokenizer.encode(prompt)
+        prompt = list(prompt)
+        if not prompt:
+            if self.tokenizer.bos_token_id is None:
+                raise ValueError(f"the prompt is empty and tokenizer {self.tokenizer.name!r} has no BOS token "
+                                 "to start from; send at least one token")
+            prompt = [self.tokenizer.bos_token_id]
         tokenizer.validate_ids(prompt, self.policy.vocab_size)
+        tokenizer.validate_ids(params.stop_token_ids, self.policy.vocab_size)
         if len(prompt) > self.policy.context:
             raise ValueError(f"prompt has {len(prompt)} tokens; the model context is {self.policy.context}")
         if n < 1:
@@ -252,26 +275,40 @@ class Engine:
         for s, t, lp in zip(seqs, toks, lps):
             self._append(s, t, lp)
 
+    def _detok(self, s: Seq) -> int:
+        """Extend ``s.text`` with the newly decodable text; return its length before."""
+        before = len(s.text)
+        window = self.tokenizer.decode(s.out[s.prefix_off:s.read_off])
+        full = self.tokenizer.decode(s.out[s.prefix_off:])
+        # hold back while the text ends in an incomplete UTF-8 character, but not for more than
+        # 4 tokens (no character needs more: what is still U+FFFD then is invalid for good)
+        if len(full) > len(window) and (not full.endswith("\ufffd") or len(s.out) - s.read_off >= 4):
+            s.text += full[len(window):]
+            s.prefix_off, s.read_off = s.read_off, len(s.out)
+        return before
+
     def _append(self, s: Seq, tok: int, lp: float) -> None:
         p = s.params
         s.out.append(tok)
         s.logprobs.append(lp)
         s.versions.append(self.version)
         self.counters["generation_tokens"] += 1
-        if tok < 256:
-            s.text.append(tok)
         reason = stop_reason = None
-        if tok == tokenizer.EOS_ID and not p.ignore_eos:
-            reason = "stop"
+        if tok in self.stop_ids and not p.ignore_eos:
+            reason, s.stop_token_end = "stop", True
         elif tok in p.stop_token_ids:
             reason, stop_reason = "stop", tok
-        elif tok < 256 and p.stop:
-            for st in p.stop:
-                sb = st.encode("utf-8")
-                if s.text.endswith(sb):
-                    reason, stop_reason = "stop", st
-                    s.text_end = len(s.text) if p.include_stop_str_in_output else len(s.text) - len(sb)
-                    break
+        elif p.stop:
+            before = self._detok(s)
+            hits = []
+            for st in p.stop:  # earliest stop string that the new text completes
+                k = s.text.find(st, max(0, before - len(st) + 1))
+                if k >= 0:
+                    hits.append((k, st))
+            if hits:
+                k, st = min(hits)
+                reason, stop_reason = "stop", st
+                s.text_end = k + len(st) if p.include_stop_str_in_output else k
         if reason is None and (len(s.out) >= p.max_tokens or len(s.prompt) + len(s.out) > self.policy.context):
             reason = "length"
         if reason is not None:
@@ -302,24 +339,30 @@ class Engine:
 
 
 def token_str(t: int) -> str:
-    """One token as text for logprobs.tokens: the byte as a Latin-1 character, or a special name."""
-    if t < 256:
-        return chr(t)
-    return {tokenizer.EOS_ID: "<|eos|>", tokenizer.BOS_ID: "<|bos|>", tokenizer.PAD_ID: "<|pad|>"}.get(t, f"<|{t}|>")
+    """One byte-tokenizer token as text (kept for callers; the engine uses ``tokenizer.token_text``)."""
+    return tokenizer.ByteTokenizer().token_text(t)
 
 
-def completion_response(req: Request, model: str, return_token_ids: bool = False) -> dict:
+def choice_text(s: Seq, tok) -> str:
+    """The returned text: up to a stop string, else the decoded ids less a final stop token."""
+    if s.text_end is not None:
+        return s.text[: s.text_end]
+    ids = s.out[:-1] if s.stop_token_end else s.out
+    return tok.decode(ids)
+
+
+def completion_response(req: Request, model: str, return_token_ids: bool = False, tok=None) -> dict:
+    tok = tok if tok is not None else tokenizer.ByteTokenizer()
     choices = []
     n_out = 0
     for s in req.seqs:
-        text_bytes = bytes(s.text if s.text_end is None else s.text[: s.text_end])
         n_out += len(s.out)
         choice = {
             "index": s.index,
-            "text": text_bytes.decode("utf-8", errors="replace"),
+            "text": choice_text(s, tok),
             "finish_reason": s.finish_reason,
             "stop_reason": s.stop_reason,
-            "logprobs": {"tokens": [token_str(t) for t in s.out], "token_logprobs": s.logprobs},
+            "logprobs": {"tokens": [tok.token_text(t) for t in s.out], "token_logprobs": s.logprobs},
             "token_ids": s.out,
             "weight_versions": s.versions,
         }

@@ -1,11 +1,18 @@
-"""Supervised warm start on (prompt, completion) pairs; writes weight version 0.
+"""Supervised warm start on gold trajectories; writes weight version 0.
 
-    python -m floe_engine.sft --data gold.jsonl --out DIR --steps 300
+    python -m floe_engine.sft --data gold.jsonl --out DIR --steps 300 [--tokenizer byte|FOLDER]
 
-Each JSONL line is {"prompt": str, "completion": str} (or prompt_ids /
-completion_ids). The loss is the mean NLL of the completion tokens only; an
-EOS is appended to every completion so the policy learns to stop. Writes
-DIR/v0/model.safetensors (+ checkpoint.json) and DIR/sft_summary.json.
+Each JSONL line is one of
+  * {"ids": [T ints], "loss_mask": [T 0/1]}: one gold trajectory (prompt, model turns, tool
+    outputs...), loss on the masked tokens only; the ids are used as given (the caller has
+    already put the end-of-turn ids where the model ends its turns);
+  * {"prompt": str, "completion": str} (or prompt_ids / completion_ids): encoded with the
+    tokenizer, loss on the completion, the tokenizer's EOS appended to the completion so the
+    policy learns to stop.
+The loss is the mean NLL over all trained tokens of the batch. Writes
+DIR/v<version>/model.safetensors (+ checkpoint.json) and DIR/sft_summary.json; the
+greedy exact-match check runs on prompt/completion rows only (masked rows are skipped:
+they have no single completion to match), and the summary says which.
 """
 from __future__ import annotations
 
@@ -16,48 +23,79 @@ import os
 import random
 import sys
 import time
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from . import __version__  # noqa: F401  (sets thread env before torch loads)
 import torch
 
 from . import checkpoint as ckpt
-from . import tokenizer
+from . import tokenizer as tokenizers
 from .policy import Policy, build_policy
-from .trainer import MasterWeightsOptimizer
+from .trainer import MasterWeightsOptimizer, normalize_sample
 
 Pair = Tuple[List[int], List[int]]
 
 
-def load_pairs(path: str) -> List[Pair]:
-    pairs = []
+class Row:
+    """One SFT example as a masked sequence; ``pair`` is set for prompt/completion rows."""
+    __slots__ = ("ids", "loss_mask", "pair")
+
+    def __init__(self, ids: List[int], loss_mask: List[int], pair: Optional[Pair] = None):
+        self.ids, self.loss_mask, self.pair = ids, loss_mask, pair
+
+
+def load_rows(path: str, tok=None, vocab: Optional[int] = None, context: Optional[int] = None) -> List[Row]:
+    tok = tok if tok is not None else tokenizers.ByteTokenizer()
+    vocab = vocab or tok.vocab_size
+    rows: List[Row] = []
     with open(path) as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
             row = json.loads(line)
-            p = row["prompt_ids"] if "prompt_ids" in row else tokenizer.encode(row["prompt"])
-            c = row["completion_ids"] if "completion_ids" in row else tokenizer.encode(row["completion"])
+            where = f"{path}:{n}"
+            if "ids" in row or "loss_mask" in row:
+                try:
+                    s = normalize_sample(n, {"ids": row.get("ids"), "loss_mask": row.get("loss_mask")}, vocab, context)
+                except ValueError as e:
+                    raise ValueError(f"{where}: {str(e).split(': ', 1)[-1]}") from None
+                rows.append(Row(s["ids"], s["loss_mask"]))
+                continue
+            p = row["prompt_ids"] if "prompt_ids" in row else tok.encode(row["prompt"])
+            c = row["completion_ids"] if "completion_ids" in row else tok.encode(row["completion"])
             c = list(c)
-            if not c or c[-1] != tokenizer.EOS_ID:
-                c.append(tokenizer.EOS_ID)
+            if not c or c[-1] != tok.eos_token_id:
+                c.append(tok.eos_token_id)
+            p = list(p)
             if not p:
-                p = [tokenizer.BOS_ID]
-            pairs.append((list(p), c))
-    if not pairs:
-        raise ValueError(f"{path} has no pairs; expected JSON lines with prompt and completion")
-    return pairs
+                if tok.bos_token_id is None:
+                    raise ValueError(f"{where}: empty prompt and tokenizer {tok.name!r} has no BOS token")
+                p = [tok.bos_token_id]
+            try:
+                normalize_sample(n, {"prompt_ids": p, "completion_ids": c}, vocab, context)
+            except ValueError as e:
+                raise ValueError(f"{where}: {str(e).split(': ', 1)[-1]}") from None
+            rows.append(Row(p + c, [0] * len(p) + [1] * len(c), (p, c)))
+    if not rows:
+        raise ValueError(f"{path} has no rows; expected JSON lines {{ids, loss_mask}} or {{prompt, completion}}")
+    return rows
+
+
+def load_pairs(path: str, tok=None) -> List[Pair]:
+    """The prompt/completion rows of ``path`` as (prompt ids, completion ids + EOS) pairs."""
+    return [r.pair for r in load_rows(path, tok) if r.pair is not None]
 
 
 @torch.no_grad()
 def greedy(policy: Policy, prompt: List[int], max_tokens: int, ignore_eos: bool = False) -> List[int]:
     be = policy.make_backend(1)
+    stops = set(policy.tokenizer.stop_token_ids)
     logits = be.add("g", prompt)
     out: List[int] = []
     while len(out) < max_tokens and len(prompt) + len(out) <= policy.context:
         t = int(logits.argmax())
         out.append(t)
-        if t == tokenizer.EOS_ID and not ignore_eos:
+        if t in stops and not ignore_eos:
             break
         logits = be.step(["g"], [t])[0]
     be.remove("g")
@@ -81,23 +119,30 @@ def main(argv=None) -> dict:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--model", default="tiny")
+    ap.add_argument("--tokenizer", default="byte",
+                    help="byte (the tiny model's) | a Hugging Face tokenizer folder (tokenizer.json + tokenizer_config.json)")
     ap.add_argument("--init", default=None, help="start from this checkpoint instead of random init")
     ap.add_argument("--version", type=int, default=0, help="version number to write")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="auto")
-    ap.add_argument("--eval", type=int, default=16, help="pairs to check by greedy decoding at the end (0 = none)")
+    ap.add_argument("--eval", type=int, default=16,
+                    help="prompt/completion rows to check by greedy decoding at the end (0 = none; masked rows are never evaluated)")
     ap.add_argument("--log-every", type=int, default=25)
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     rng = random.Random(a.seed)
-    pairs = load_pairs(a.data)
-    policy, _ = build_policy(a.model, a.init, seed=a.seed, device=a.device, dtype=a.dtype, for_training=True)
+    policy, _ = build_policy(a.model, a.init, seed=a.seed, device=a.device, dtype=a.dtype, for_training=True,
+                             tokenizer=a.tokenizer)
+    rows = load_rows(a.data, policy.tokenizer, policy.vocab_size, policy.context)
+    pairs = [r.pair for r in rows if r.pair is not None]
     opt = MasterWeightsOptimizer(policy.module.parameters(), lr=a.lr, betas=(0.9, 0.99), weight_decay=0.0)
-    n_tok_total = sum(len(c) for _, c in pairs)
-    print(f"[sft] {len(pairs)} pairs ({n_tok_total} completion tokens), model {policy.config_dict()['kind']} "
-          f"with {policy.num_parameters()} parameters, {a.steps} steps of {a.batch_size}", flush=True)
+    n_tok_total = sum(sum(r.loss_mask) for r in rows)
+    print(f"[sft] {len(rows)} rows ({len(rows) - len(pairs)} masked trajectories, {len(pairs)} prompt/completion; "
+          f"{n_tok_total} trained tokens), model {policy.config_dict()['kind']} with {policy.num_parameters()} "
+          f"parameters, tokenizer {policy.tokenizer.name} ({policy.tokenizer.vocab_size} ids), "
+          f"{a.steps} steps of {a.batch_size}", flush=True)
     policy.module.eval()
     curve = []
     t0 = time.perf_counter()
@@ -106,8 +151,9 @@ def main(argv=None) -> dict:
         lr = a.lr * min(1.0, step / max(1, a.warmup)) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / a.steps)))
         for g in opt.param_groups:
             g["lr"] = lr
-        batch = [pairs[rng.randrange(len(pairs))] for _ in range(a.batch_size)]
-        res = policy.token_logprobs(batch, grad=True)
+        batch = [rows[rng.randrange(len(rows))] for _ in range(a.batch_size)]
+        # the head runs on the masked positions only (HF: no [T, vocab] logits of whole sequences)
+        res = policy.masked_logprobs([(r.ids, r.loss_mask) for r in batch], grad=True)
         n = sum(lp.numel() for lp, _ in res)
         loss = -sum(lp.sum() for lp, _ in res) / n
         opt.zero_grad()
@@ -122,14 +168,25 @@ def main(argv=None) -> dict:
     train_s = time.perf_counter() - t0
     path = ckpt.publish(policy.state_dict(), a.out, a.version, policy.config_dict(),
                         extra={"sft": {"data": os.path.abspath(a.data), "steps": a.steps}})
-    em = exact_match(policy, rng.sample(pairs, min(a.eval, len(pairs)))) if a.eval > 0 else None
+    n_eval = min(a.eval, len(pairs)) if a.eval > 0 else 0
+    em = exact_match(policy, rng.sample(pairs, n_eval)) if n_eval else None
+    if n_eval:
+        eval_note = f"greedy exact match on {n_eval} prompt/completion rows"
+        if len(pairs) < len(rows):
+            eval_note += f"; {len(rows) - len(pairs)} masked rows not evaluated"
+    elif a.eval <= 0:
+        eval_note = "skipped (--eval 0)"
+    else:
+        eval_note = "skipped: masked rows ({ids, loss_mask}) have no single completion to match"
     summary = {
         "path": path, "version": a.version, "steps": a.steps, "batch_size": a.batch_size, "lr": a.lr,
-        "pairs": len(pairs), "parameters": policy.num_parameters(), "config": policy.config_dict(),
+        "pairs": len(pairs), "rows": len(rows), "masked_rows": len(rows) - len(pairs),
+        "parameters": policy.num_parameters(), "config": policy.config_dict(),
+        "tokenizer": policy.tokenizer.describe(),
         "final_loss": curve[-1] if curve else None,
         "final_loss_mean_last10": sum(curve[-10:]) / max(1, len(curve[-10:])),
         "loss_curve": curve, "train_s": round(train_s, 2), "s_per_step": round(train_s / max(1, a.steps), 4),
-        "tokens_seen": tokens_seen, "greedy_exact_match": em, "eval_pairs": min(a.eval, len(pairs)),
+        "tokens_seen": tokens_seen, "greedy_exact_match": em, "eval_pairs": n_eval, "eval": eval_note,
     }
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "sft_summary.json"), "w") as f:

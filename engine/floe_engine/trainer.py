@@ -1,6 +1,14 @@
 """One RL update: group-relative advantages, token-level importance ratios,
 an asymmetric clipped surrogate (or truncated IS), AdamW, publish.
 
+A training sample is one rollout, one masked sequence:
+``{rollout_id, group_id, reward, advantage, ids: [T], loss_mask: [T] 0/1,
+behaviour_logprobs: [T] (ignored where the mask is 0), token_versions: [T] (-1 where
+the mask is 0)}``: the prompt, every generated turn and the tool outputs between
+them, with the loss on the generated (masked) tokens only. Old rows
+``{prompt_ids, completion_ids, behaviour_logprobs}`` are converted (ids = prompt +
+completion, mask 0...0 1...1). See ``normalize_samples``.
+
 Kept free of HTTP so tests and the SFT script can call it directly.
 """
 from __future__ import annotations
@@ -75,21 +83,99 @@ def load_samples(batch_path: str) -> List[dict]:
     return data["samples"] if isinstance(data, dict) else data
 
 
-def validate_samples(samples: Sequence[dict], vocab: int) -> None:
-    if not samples:
-        raise ValueError("the batch has no samples")
-    for i, s in enumerate(samples):
-        for k in ("prompt_ids", "completion_ids"):
-            if not isinstance(s.get(k), list):
-                raise ValueError(f"sample {i}: {k} must be a list of token ids")
-            if any((not isinstance(t, int)) or t < 0 or t >= vocab for t in s[k]):
-                raise ValueError(f"sample {i}: {k} has ids outside [0, {vocab})")
-        if not s["prompt_ids"]:
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_ids(i: int, field: str, ids, vocab: int) -> None:
+    if not isinstance(ids, list):
+        raise ValueError(f"sample {i}: {field} must be a list of token ids")
+    for j, t in enumerate(ids):
+        if not _is_int(t) or t < 0 or t >= vocab:
+            raise ValueError(f"sample {i}: {field}[{j}] = {t!r} is outside the model's vocabulary [0, {vocab})")
+
+
+def normalize_sample(i: int, s: dict, vocab: int, context: Optional[int] = None) -> dict:
+    """Validate sample ``i`` and return it as one masked sequence: a copy of ``s`` with ``ids``,
+    ``loss_mask`` and (None when absent) ``behaviour_logprobs`` / ``token_versions`` over all T
+    positions, plus ``_p0`` (first masked index), ``_masked`` (mask positions), ``_blp`` (behaviour
+    logprobs at them or None) and ``_ver`` (their versions or None). Errors name the sample and field."""
+    if not isinstance(s, dict):
+        raise ValueError(f"sample {i} must be an object")
+    if "ids" in s or "loss_mask" in s:
+        ids, mask = s.get("ids"), s.get("loss_mask")
+        _check_ids(i, "ids", ids, vocab)
+        if not isinstance(mask, list):
+            raise ValueError(f"sample {i}: loss_mask must be a list of 0/1, one per id")
+        if len(mask) != len(ids):
+            raise ValueError(f"sample {i}: loss_mask has {len(mask)} entries for {len(ids)} ids")
+        for j, m in enumerate(mask):
+            if m not in (0, 1) or not isinstance(m, (int, bool)):
+                raise ValueError(f"sample {i}: loss_mask[{j}] = {m!r} is not 0 or 1")
+        mask = [int(m) for m in mask]
+        b, v = s.get("behaviour_logprobs"), s.get("token_versions")
+        for field, arr in (("behaviour_logprobs", b), ("token_versions", v)):
+            if arr is not None and (not isinstance(arr, list) or len(arr) != len(ids)):
+                n = len(arr) if isinstance(arr, list) else type(arr).__name__
+                raise ValueError(f"sample {i}: {field} has {n} entries for {len(ids)} ids (one per id; "
+                                 f"the entries where loss_mask is 0 are ignored)")
+    elif "prompt_ids" in s or "completion_ids" in s:  # old row: one turn, the prompt repeated
+        p, c = s.get("prompt_ids"), s.get("completion_ids")
+        _check_ids(i, "prompt_ids", p, vocab)
+        _check_ids(i, "completion_ids", c, vocab)
+        if not p:
             raise ValueError(f"sample {i}: prompt_ids is empty")
-        b = s.get("behaviour_logprobs")
-        if b is not None and len(b) != len(s["completion_ids"]):
-            raise ValueError(f"sample {i}: behaviour_logprobs has {len(b)} entries for "
-                             f"{len(s['completion_ids'])} completion tokens")
+        b, v = s.get("behaviour_logprobs"), s.get("token_versions")
+        for field, arr in (("behaviour_logprobs", b), ("token_versions", v)):
+            if arr is not None and (not isinstance(arr, list) or len(arr) != len(c)):
+                n = len(arr) if isinstance(arr, list) else type(arr).__name__
+                raise ValueError(f"sample {i}: {field} has {n} entries for {len(c)} completion tokens")
+        ids, mask = list(p) + list(c), [0] * len(p) + [1] * len(c)
+        b = None if b is None else [0.0] * len(p) + list(b)
+        v = None if v is None else [-1] * len(p) + list(v)
+    else:
+        raise ValueError(f"sample {i}: give ids + loss_mask (one rollout) or prompt_ids + completion_ids")
+    masked = [j for j, m in enumerate(mask) if m]
+    if not masked:
+        raise ValueError(f"sample {i}: loss_mask has no 1 (no token to train on)")
+    p0 = masked[0]
+    if p0 == 0:
+        raise ValueError(f"sample {i}: loss_mask[0] is 1, but nothing precedes the first token to predict it "
+                         "(the first masked index must be >= 1)")
+    if context is not None and len(ids) - 1 > context:
+        raise ValueError(f"sample {i}: ids has {len(ids)} tokens, longer than the model context {context} "
+                         f"(at most {context + 1}: the last token is only predicted)")
+    blp = ver = None
+    if b is not None:
+        blp = [b[j] for j in masked]
+        for j, x in zip(masked, blp):
+            if not _is_num(x):
+                raise ValueError(f"sample {i}: behaviour_logprobs[{j}] = {x!r} is not a finite number "
+                                 "(loss_mask is 1 there)")
+        blp = [float(x) for x in blp]
+    if v is not None:
+        ver = [v[j] for j in masked]
+        for j, x in zip(masked, ver):
+            if not _is_int(x):
+                raise ValueError(f"sample {i}: token_versions[{j}] = {x!r} is not an integer (loss_mask is 1 there)")
+    out = dict(s)
+    out.update(ids=list(ids), loss_mask=mask, behaviour_logprobs=b, token_versions=v,
+               _p0=p0, _masked=masked, _blp=blp, _ver=ver)
+    return out
+
+
+def normalize_samples(samples: Sequence[dict], vocab: int, context: Optional[int] = None) -> List[dict]:
+    if not isinstance(samples, (list, tuple)) or not samples:
+        raise ValueError("the batch has no samples")
+    return [normalize_sample(i, s, vocab, context) for i, s in enumerate(samples)]
+
+
+def validate_samples(samples: Sequence[dict], vocab: int, context: Optional[int] = None) -> None:
+    normalize_samples(samples, vocab, context)
 
 
 def advantages(samples: Sequence[dict], cfg: StepConfig) -> List[float]:
@@ -201,12 +287,23 @@ class Trainer:
         with self.lock:
             return batch_logprobs(self.policy, pairs)
 
+    def score(self, samples: Sequence[dict]) -> List[List[float]]:
+        """``/logprobs``: {prompt_ids, completion_ids} or {ids, loss_mask} samples."""
+        from .logprobs import score_samples
+        with self.lock:
+            return score_samples(self.policy, samples)
+
     def _micro_batches(self, samples: Sequence[dict], budget: int) -> List[List[int]]:
-        order = sorted(range(len(samples)), key=lambda i: tuple(samples[i]["prompt_ids"]))
+        """Gradient-accumulation chunks of (normalized) samples, ~``budget`` tokens each. Samples
+        with the same first prompt (ids before the first masked token) stay together, so the
+        tiny model runs that prompt once for all of them."""
+        def prefix(s):
+            return tuple(s["ids"][: s["_p0"]])
+        order = sorted(range(len(samples)), key=lambda i: prefix(samples[i]))
         batches, cur, n = [], [], 0
-        for i in order:  # same-prompt samples stay together so the tiny model shares the prompt
-            t = len(samples[i]["prompt_ids"]) + len(samples[i]["completion_ids"])
-            if cur and n + t > budget and samples[i]["prompt_ids"] != samples[cur[-1]]["prompt_ids"]:
+        for i in order:
+            t = len(samples[i]["ids"])
+            if cur and n + t > budget and prefix(samples[i]) != prefix(samples[cur[-1]]):
                 batches.append(cur)
                 cur, n = [], 0
             cur.append(i)
@@ -217,9 +314,9 @@ class Trainer:
 
     def train_step(self, samples: Sequence[dict], config: Optional[dict] = None) -> dict:
         cfg = StepConfig.from_dict(config)
-        validate_samples(samples, self.policy.vocab_size)
+        rows = normalize_samples(samples, self.policy.vocab_size, self.policy.context)
         with self.lock:
-            return self._train_step(list(samples), cfg)
+            return self._train_step(rows, cfg)
 
     def _minibatches(self, samples: Sequence[dict], n: int) -> List[List[int]]:
         """Split the batch into ``n`` optimizer steps, whole groups kept together, in batch order."""
@@ -233,23 +330,24 @@ class Trainer:
 
     def _backward(self, samples: List[dict], idxs: List[int], adv: List[float], cfg: StepConfig,
                   acc: Optional[dict], measure: bool) -> None:
-        """Accumulate the gradient of the surrogate loss over ``samples[idxs]``; metrics into ``acc``
-        (mismatch only when ``measure``: the weights have not moved yet in this train step)."""
+        """Accumulate the gradient of the surrogate loss over the masked tokens of ``samples[idxs]``;
+        metrics into ``acc`` (mismatch only when ``measure``: the weights have not moved yet in
+        this train step)."""
         pol = self.policy
-        n_tokens = sum(len(samples[i]["completion_ids"]) for i in idxs)
-        seq_count = sum(1 for i in idxs if samples[i]["completion_ids"])
+        n_tokens = sum(len(samples[i]["_masked"]) for i in idxs)
+        seq_count = len(idxs)
         if n_tokens == 0:
             return
         for mb in self._micro_batches([samples[i] for i in idxs], cfg.micro_batch_tokens):
             mb = [idxs[j] for j in mb]
-            res = pol.token_logprobs([(samples[i]["prompt_ids"], samples[i]["completion_ids"]) for i in mb],
-                                     grad=True, entropy=acc is not None)
+            res = pol.masked_logprobs([(samples[i]["ids"], samples[i]["loss_mask"]) for i in mb],
+                                      grad=True, entropy=acc is not None)
             loss = None
             for i, (lp, ent) in zip(mb, res):
                 if lp.numel() == 0:
                     continue
                 s = samples[i]
-                b = s.get("behaviour_logprobs")
+                b = s["_blp"]
                 blp = lp.detach() if b is None else torch.tensor(b, dtype=lp.dtype, device=lp.device)
                 log_ratio = lp - blp
                 ratio = log_ratio.exp()
@@ -284,13 +382,15 @@ class Trainer:
                 loss.backward()
 
     def _train_step(self, samples: List[dict], cfg: StepConfig) -> dict:
+        """``samples``: rows from ``normalize_samples``."""
         t0 = time.perf_counter()
         pol = self.policy
         pol.module.eval()  # no dropout: the trainer must score exactly what the engine sampled
         adv = [a * cfg.negative_scale if a < 0 else a for a in advantages(samples, cfg)]
-        n_tokens = sum(len(s["completion_ids"]) for s in samples)
+        n_tokens = sum(len(s["_masked"]) for s in samples)
         if n_tokens == 0:
-            raise ValueError("the batch has no completion tokens")
+            raise ValueError("the batch has no masked (trained) tokens")
+        stale = [self.version - v for s in samples for v in (s["_ver"] or []) if v >= 0]
         lr = cfg.lr if cfg.lr is not None else self.lr
         for g in self.opt.param_groups:
             g["lr"] = lr
@@ -307,6 +407,7 @@ class Trainer:
         if pol.device.type == "cuda":
             torch.cuda.synchronize()
         train_ms = (time.perf_counter() - t0) * 1e3
+        version_before = self.version
         self.version += 1
         self.steps += 1
         t1 = time.perf_counter()
@@ -322,7 +423,14 @@ class Trainer:
             "grad_norm_max": max(norms),
             "ratio_max": acc["ratio_max"], "reward_mean": sum(rewards) / len(rewards),
             "advantage_mean": sum(adv) / len(adv), "advantage_abs_mean": sum(abs(a) for a in adv) / len(adv),
-            "tokens": n_tokens, "samples": len(samples), "lr": lr, "skipped_step": not all(math.isfinite(x) for x in norms),
+            "tokens": n_tokens, "masked_tokens": n_tokens,
+            "sequence_tokens": sum(len(s["ids"]) for s in samples),
+            # trainer version before this step minus each masked token's weight version (tokens with
+            # a version only; None when the batch carries none)
+            "staleness_mean": (sum(stale) / len(stale)) if stale else None,
+            "staleness_max": max(stale) if stale else None,
+            "version_before": version_before,
+            "samples": len(samples), "lr": lr, "skipped_step": not all(math.isfinite(x) for x in norms),
             "train_ms": round(train_ms, 2), "publish_ms": round(publish_ms, 2), "publish_breakdown": pub_timings,
         }
         self.last_metrics = metrics

@@ -1,10 +1,12 @@
 """floe's reference trainer: one RL step per POST, weights published for engines.
 
     python -m floe_engine.trainer_server --port 8200 --model tiny \
-        --checkpoint DIR/v0 --publish-dir DIR --lr 1e-4
+        --checkpoint DIR/v0 --publish-dir DIR --lr 1e-4 [--tokenizer byte|FOLDER]
 
 POST /train_step {batch_path | samples, config} -> {version, path, metrics}
-POST /logprobs {samples: [{prompt_ids, completion_ids}]} -> {logprobs}
+  (a sample is one rollout {ids, loss_mask, behaviour_logprobs, token_versions, group_id,
+  reward, advantage?}, or an old {prompt_ids, completion_ids, behaviour_logprobs} row)
+POST /logprobs {samples: [{prompt_ids, completion_ids} | {ids, loss_mask}]} -> {logprobs}
 GET /health, GET /metrics. ``--port 0`` picks a free port; the first stdout
 line is a JSON object {"event": "ready", "port": ...}.
 """
@@ -49,13 +51,15 @@ class TrainerServer:
     def logprobs(self, body: dict, headers) -> dict:
         samples = body.get("samples")
         if not isinstance(samples, list):
-            raise ValueError("samples must be a list of {prompt_ids, completion_ids}")
-        lps = self.trainer.logprobs([(s["prompt_ids"], s["completion_ids"]) for s in samples])
+            raise ValueError("samples must be a list of {prompt_ids, completion_ids} or {ids, loss_mask}")
+        lps = self.trainer.score(samples)
         return {"logprobs": lps, "version": self.trainer.version}
 
     def health(self, body, headers) -> dict:
+        pol = self.trainer.policy
         return {"ok": True, "version": self.trainer.version, "model": self.model_name,
-                "path": self.trainer.published_path(), "busy": self.busy > 0}
+                "path": self.trainer.published_path(), "busy": self.busy > 0,
+                "max_model_len": pol.context, "vocab_size": pol.vocab_size, "tokenizer": pol.tokenizer.describe()}
 
     def metrics(self, body, headers):
         m = self.trainer.last_metrics
@@ -88,6 +92,8 @@ def main(argv=None) -> None:
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--checkpoint", default=None, help="a published version folder (or its model.safetensors)")
     ap.add_argument("--publish-dir", required=True, help="new weights go to <dir>/v<version>/model.safetensors")
+    ap.add_argument("--tokenizer", default="byte",
+                    help="byte (the tiny model's) | a Hugging Face tokenizer folder (tokenizer.json + tokenizer_config.json)")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--optimizer", default="adamw", choices=["adamw", "sgd"],
@@ -103,7 +109,8 @@ def main(argv=None) -> None:
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     policy, version = build_policy(a.model, a.checkpoint, seed=a.seed, device=a.device, dtype=a.dtype,
-                                   recurrent_state_dtype=a.recurrent_state_dtype, for_training=True)
+                                   recurrent_state_dtype=a.recurrent_state_dtype, for_training=True,
+                                   tokenizer=a.tokenizer)
     from .policy import parse_dtype
     pub = policy.dtype if a.publish_dtype == "auto" else parse_dtype(a.publish_dtype, policy.device)
     trainer = Trainer(policy, version, a.publish_dir, lr=a.lr, weight_decay=a.weight_decay, publish_dtype=pub,
@@ -114,6 +121,7 @@ def main(argv=None) -> None:
     httpd = make_server(a.host, a.port, TrainerServer(trainer, name).routes(), verbose=a.verbose)
     print(json.dumps({"event": "ready", "role": "trainer", "host": a.host, "port": httpd.server_address[1],
                       "model": name, "version": version, "path": path, "parameters": policy.num_parameters(),
+                      "tokenizer": policy.tokenizer.name, "vocab_size": policy.vocab_size,
                       "device": str(policy.device), "startup_publish_ms": round((time.perf_counter() - t0) * 1e3, 1)}),
           flush=True)
     try:

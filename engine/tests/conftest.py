@@ -123,3 +123,34 @@ def engine_v0(ckpt_dir, tmp_path_factory):
                str(tmp_path_factory.mktemp("logs") / "engine.log"))
     yield s
     s.kill()
+
+
+def build_bpe_tokenizer(folder: str, vocab_size: int = 1200) -> str:
+    """A small byte-level BPE tokenizer folder (tokenizer.json + tokenizer_config.json) trained
+    here with the `tokenizers` library: Qwen-style specials, eos_token <|im_end|>."""
+    import random
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    rng = random.Random(0)
+    words = ("def return import class self print value parser fix issue test file edit tool path line error "
+             "the a to in for if else while json call result diff patch assistant user system").split()
+    texts = [" ".join(rng.choice(words) for _ in range(12)) + f" x{i} = y + {i * 7}\n" for i in range(400)]
+    tok.train_from_iterator(texts, trainer)
+    os.makedirs(folder, exist_ok=True)
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+        json.dump({"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "bos_token": None}, f)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def bpe_dir(tmp_path_factory):
+    """Path of a small BPE tokenizer folder (~1.2k ids; specials 0..2, <|im_end|> = 2 is the EOS)."""
+    pytest.importorskip("tokenizers")
+    return build_bpe_tokenizer(str(tmp_path_factory.mktemp("tok") / "mini-bpe"))

@@ -14,7 +14,12 @@ def test_tokenize_detokenize_round_trip(engine_v0):
     t = engine_v0.post("/tokenize", {"prompt": text})
     assert t["count"] == len(text.encode()) and t["tokens"] == list(text.encode())
     assert engine_v0.post("/detokenize", {"tokens": t["tokens"]})["prompt"] == text
-    assert engine_v0.get("/health")["ok"] is True
+    h = engine_v0.get("/health")
+    assert h["ok"] is True and h["max_model_len"] == 1024
+    tok = h["tokenizer"]  # the byte tokenizer's describe(), keys clients read kept as before
+    assert (tok["kind"], tok["name"], tok["vocab_size"], tok["eos_token_id"]) == ("byte", "byte", 259, 256)
+    assert tok["special_token_ids"] == [257, 258] and tok["stop_token_ids"] == [256]
+    assert tok["max_model_len"] == 1024
 
 
 def test_completion_shape_and_length_finish(engine_v0):

@@ -54,6 +54,19 @@ def test_train_step_raises_positive_lowers_negative(start_server, ckpt_dir, tmp_
     t = tr.post("/logprobs", {"samples": [{"prompt_ids": PROMPT, "completion_ids": c["token_ids"]}]})["logprobs"][0]
     assert max(abs(a - b) for a, b in zip(c["logprobs"]["token_logprobs"], t)) < 1e-4
 
+    # one rollout per row: {ids, loss_mask, behaviour_logprobs, token_versions} from a .jsonl batch
+    ids = PROMPT + c["token_ids"]
+    mask = [0] * len(PROMPT) + [1] * len(c["token_ids"])
+    row = {"rollout_id": "r2", "group_id": "h", "reward": 1.0, "advantage": 1.0, "ids": ids, "loss_mask": mask,
+           "behaviour_logprobs": [0.0] * len(PROMPT) + c["logprobs"]["token_logprobs"],
+           "token_versions": [-1] * len(PROMPT) + c["weight_versions"]}
+    assert tr.post("/logprobs", {"samples": [{"ids": ids, "loss_mask": mask}]})["logprobs"][0] == t
+    batch.write_text(json.dumps(row) + "\n")
+    r3 = tr.post("/train_step", {"batch_path": str(batch)})
+    m = r3["metrics"]
+    assert r3["version"] == 3 and m["masked_tokens"] == 40 and m["sequence_tokens"] == len(ids)
+    assert m["staleness_mean"] == m["staleness_max"] == 0 and m["mismatch_mean_abs_logprob"] < 1e-4
+
 
 def test_train_step_rejects_bad_batches(start_server, ckpt_dir, tmp_path):
     tr = start_server("floe_engine.trainer_server", "--checkpoint", ckpt_dir / "pub" / "v0",
@@ -63,4 +76,10 @@ def test_train_step_rejects_bad_batches(start_server, ckpt_dir, tmp_path):
     assert "behaviour_logprobs" in err["error"]["message"]
     tr.post("/train_step", {"samples": [dict(bad, behaviour_logprobs=None)], "config": {"nope": 1}}, expect=400)
     tr.post("/train_step", {}, expect=400)
-    assert tr.get("/health")["version"] == 0
+    row = {"ids": PROMPT + GOOD, "loss_mask": [0] * len(PROMPT) + [1] * len(GOOD), "reward": 1}
+    err = tr.post("/train_step", {"samples": [row, dict(row, loss_mask=row["loss_mask"][:-1])]}, expect=400)
+    assert "sample 1: loss_mask has" in err["error"]["message"]
+    err = tr.post("/train_step", {"samples": [dict(row, ids=[9] * 2000, loss_mask=[0] + [1] * 1999)]}, expect=400)
+    assert "2000 tokens" in err["error"]["message"] and "context 1024" in err["error"]["message"]
+    h = tr.get("/health")
+    assert h["version"] == 0 and h["tokenizer"]["name"] == "byte" and h["vocab_size"] == 259
