@@ -12,6 +12,8 @@ export interface CompletionRequest {
   seed?: number;
   /** OpenAI's end-user field; floe sends the rollout id (engines may ignore it). */
   user?: string;
+  /** The tokenizer's end-of-turn ids (vLLM and the reference engine stop on them). */
+  stop_token_ids?: number[];
 }
 
 export interface CompletionChoice {

@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { Context } from '@temporalio/activity';
 import { updateWeights, type EngineEndpoint } from './engineClient.js';
 import type { RunConfig } from '../core/config.js';
+import { rolloutSequence, type TurnTokens } from '../core/tokenPath.js';
 
 /** Activities of a GPU node's worker (task queue floe-gpu@<node>): the trainer and the
  *  inference engines that run on that node, over HTTP. */
@@ -42,6 +43,32 @@ async function post<T>(url: string, body: unknown, timeoutMs: number): Promise<T
   }
 }
 
+/** One training sample per rollout (core/tokenPath.ts): the whole sequence, its loss mask,
+ *  per-token behaviour log-probs and weight versions. Rollouts that generated nothing are left out. */
+export async function rolloutSamples(pool: pg.Pool, rolloutIds: string[], advantages: Record<string, number>): Promise<TrainingSample[]> {
+  const rows = await pool.query<{ rollout_id: string; group_id: string; reward: number; turn_index: number; input_ids: number[] | null; completion_ids: number[]; logprobs: number[]; token_versions: number[] }>(
+    `select r.rollout_id, r.group_id, r.reward, t.turn_index, t.input_ids, t.completion_ids, t.logprobs, t.token_versions
+     from turn_tokens t join rollouts r using (rollout_id)
+     where r.rollout_id = any($1) order by r.rollout_id, t.turn_index`, [rolloutIds]);
+  const byRollout = new Map<string, { group_id: string; reward: number; turns: TurnTokens[] }>();
+  for (const r of rows.rows) {
+    if (r.input_ids === null) throw new Error(`rollout ${r.rollout_id} was recorded before the token path (turn_tokens.input_ids is null); it cannot be trained on`);
+    let e = byRollout.get(r.rollout_id);
+    if (!e) byRollout.set(r.rollout_id, (e = { group_id: r.group_id, reward: r.reward, turns: [] }));
+    e.turns.push({ inputIds: r.input_ids, completionIds: r.completion_ids, logprobs: r.logprobs, versions: r.token_versions });
+  }
+  const out: TrainingSample[] = [];
+  for (const [rolloutId, e] of byRollout) {
+    const seq = rolloutSequence(e.turns);
+    if (!seq.lossMask.includes(1)) continue;
+    out.push({ rollout_id: rolloutId, group_id: e.group_id, reward: e.reward, advantage: advantages[rolloutId] ?? 0, ids: seq.ids, loss_mask: seq.lossMask, behaviour_logprobs: seq.logprobs, token_versions: seq.versions });
+  }
+  return out;
+}
+
+/** A row of the trainer's batch file (engine/floe_engine/trainer.py reads it). */
+export interface TrainingSample { rollout_id: string; group_id: string; reward: number; advantage: number; ids: number[]; loss_mask: number[]; behaviour_logprobs: number[]; token_versions: number[] }
+
 export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
   return {
     async trainStep(input: TrainStepInput): Promise<TrainStepResult> {
@@ -59,17 +86,11 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
       }
       if (health.version !== input.version - 1) throw new Error(`trainer at ${input.trainerUrl} is at version ${health.version} and the run at ${input.version - 1}; they must agree (restart the trainer from the run's checkpoint)`);
       const ids = Object.keys(input.advantages);
-      const rows = await pool.query<{ rollout_id: string; group_id: string; reward: number; prompt_ids: number[]; completion_ids: number[]; logprobs: number[] }>(
-        `select r.rollout_id, r.group_id, r.reward, t.prompt_ids, t.completion_ids, t.logprobs
-         from turn_tokens t join rollouts r using (rollout_id)
-         where r.rollout_id = any($1) and cardinality(t.completion_ids) > 0 order by r.rollout_id, t.turn_index`, [ids]);
-      if (rows.rowCount === 0) throw new Error(`no tokens recorded for the ${ids.length} rollouts of batch v${input.version}`);
+      const samples = await rolloutSamples(pool, ids, input.advantages);
+      if (samples.length === 0) throw new Error(`no tokens recorded for the ${ids.length} rollouts of batch v${input.version}`);
       fs.mkdirSync(path.join(opts.batchDir, input.runId), { recursive: true });
       const batchPath = path.join(opts.batchDir, input.runId, `v${input.version}.jsonl`);
-      fs.writeFileSync(batchPath, rows.rows.map((r) => JSON.stringify({
-        rollout_id: r.rollout_id, group_id: r.group_id, reward: r.reward, advantage: input.advantages[r.rollout_id],
-        prompt_ids: r.prompt_ids, completion_ids: r.completion_ids, behaviour_logprobs: r.logprobs,
-      })).join('\n') + '\n');
+      fs.writeFileSync(batchPath, samples.map((r) => JSON.stringify(r)).join('\n') + '\n');
       const started = Date.now();
       const res = await post<{ version: number; path: string; metrics: Record<string, number> }>(new URL('/train_step', input.trainerUrl).href, {
         batch_path: batchPath,
@@ -79,7 +100,7 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
         },
       }, 30 * 60_000);
       if (res.version !== input.version) throw new Error(`trainer published version ${res.version}, expected ${input.version}`);
-      return { version: res.version, path: res.path, metrics: res.metrics, samples: rows.rowCount ?? 0, trainMs: Date.now() - started };
+      return { version: res.version, path: res.path, metrics: res.metrics, samples: samples.length, trainMs: Date.now() - started };
     },
 
     async loadWeights(input: { engine: EngineEndpoint; path: string; version: number }): Promise<{ engineId: string; loadMs: number }> {

@@ -8,7 +8,7 @@ import { ROLES, createWorker } from '../workers/worker.js';
 import { temporalClient } from '../workers/connect.js';
 import { getRunStatus, newRunId, startRun, webUiLink, runWorkflowId } from '../client/runs.js';
 import { selectTasks } from '../tasks/loaders.js';
-import { buildWarmStart, DEFAULT_WARM_START, solvablePool } from '../infra/warmstart.js';
+import { buildWarmStart, DEFAULT_WARM_START, policySetup, solvablePool } from '../infra/warmstart.js';
 import { startEmbeddedGpu } from '../infra/engines.js';
 import { dbPool, closeDbPool } from '../activities/db.js';
 import { writeReport } from '../report/write.js';
@@ -19,20 +19,21 @@ import { stressVerdict } from '../core/stress.js';
  *  process, one asynchronous training run; progress on the terminal, a report at the end. */
 export async function runDemo(s: Settings, base: RunConfig, opts: { label?: string } = {}): Promise<{ runId: string; dir: string; ok: boolean }> {
   const say = (m: string) => process.stdout.write(`${m}\n`);
-  // The pool: the first tasks.limit selected tasks that the tiny policy can solve at all (whose
-  // gold trajectory fits its context and reply budget); they are named in the run's config, so the run trains on
+  // The pool: the first tasks.limit selected tasks that the policy can solve at all (whose
+  // gold trajectory, rendered by its own tokenizer and template, fits its context and reply budget); they are named in the run's config, so the run trains on
   // exactly the tasks the warm start saw.
   const { tasks: candidates } = selectTasks({ ...base.tasks, limit: 0 });
-  const pool = await solvablePool(s, candidates, base.tasks.limit, base.policy.maxTokensPerTurn);
+  const setup = policySetup(base);
+  const pool = await solvablePool(s, candidates, base.tasks.limit, base.policy.maxTokensPerTurn, setup);
   const tasks = pool.tasks;
   base = { ...base, tasks: { ...base.tasks, include: tasks.map((t) => t.instanceId), limit: 0 } };
   const runId = newRunId(base.name);
   const dir = path.join(repoRoot, 'runs', runId);
   fs.mkdirSync(dir, { recursive: true });
 
-  const checkpoint = base.policy.checkpoint || (await buildWarmStart(s, pool.pairs, { ...DEFAULT_WARM_START, steps: base.policy.warmStartSteps, lr: base.policy.warmStartLr, seed: base.seed }));
+  const checkpoint = base.policy.checkpoint || (await buildWarmStart(s, pool.trajectories, { ...DEFAULT_WARM_START, model: base.policy.model, steps: base.policy.warmStartSteps, lr: base.policy.warmStartLr, seed: base.seed }, setup));
   say(`floe demo: ${tasks.length} tasks, ${base.engines.count} engine(s) (${base.engines.router}), G=${base.rollout.groupSize}, ${base.training.updates} updates; starting policy ${path.relative(repoRoot, checkpoint)}`);
-  const gpu = await startEmbeddedGpu(s, { count: base.engines.count, checkpoint, publishDir: path.join(dir, 'weights'), lr: base.trainer.lr, seed: base.seed });
+  const gpu = await startEmbeddedGpu(s, { count: base.engines.count, checkpoint, publishDir: path.join(dir, 'weights'), lr: base.trainer.lr, seed: base.seed, model: base.policy.model, tokenizer: base.policy.tokenizer });
   const config: RunConfig = {
     ...base,
     engines: { ...base.engines, endpoints: base.engines.endpoints.length ? base.engines.endpoints : gpu.engines.map((e, i) => ({ id: `engine-${i}`, url: e.url, node: 'local' })) },

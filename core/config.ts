@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { SYSTEM_PROMPT } from './harness.js';
 
 /** One schema for a run's config. Defaults fit the embedded setup (one machine, tiny CPU
  *  policy, toy tasks). Validated at start-up by `floe run start`; an invalid field is named
@@ -30,7 +31,16 @@ export const RunConfigSchema = z.strictObject({
     onBadRow: z.enum(['skip', 'fail']).default('fail'),
   }).prefault({}),
   policy: z.strictObject({
+    /** 'tiny' (the byte-level policy), or 'hf:<config.json | model folder | model_type:k=v,…>'. */
     model: z.string().min(1).default('tiny'),
+    /** The model's tokenizer: 'byte' (tiny), a Hugging Face tokenizer folder, or builtin:NAME
+     *  (FLOE_HOME/tokenizers/NAME, built offline by `floe up`: builtin:qwen3.6). */
+    tokenizer: z.string().min(1).default('byte'),
+    /** A .jinja chat template; '' = the tokenizer folder's own (the byte tokenizer has none:
+     *  configs/templates/plain.jinja). Shared by rollouts and the warm start. */
+    chatTemplate: z.string().default(''),
+    /** Longest token sequence (a whole rollout) the model takes. */
+    contextTokens: positiveInt.default(1024),
     /** Starting checkpoint; empty = the SFT warm start on the pool's gold trajectories
      *  (built by `floe demo`, cached by content). */
     checkpoint: z.string().default(''),
@@ -64,6 +74,8 @@ export const RunConfigSchema = z.strictObject({
     minibatches: positiveInt.max(64).default(1),
   }).prefault({}),
   rollout: z.strictObject({
+    /** The system message of every conversation (the issue is the user message). */
+    systemPrompt: z.string().min(1).default(SYSTEM_PROMPT),
     /** G: attempts per task in a group (advantages are relative within a group). */
     groupSize: positiveInt.max(64).default(8),
     /** Rollouts in flight at once. */
@@ -111,7 +123,6 @@ export const RunConfigSchema = z.strictObject({
 });
 
 export type RunConfig = z.infer<typeof RunConfigSchema>;
-export type RunConfigInput = z.input<typeof RunConfigSchema>;
 
 export class ConfigError extends Error {
   constructor(public readonly issues: { path: string; message: string }[], source: string) {
@@ -122,7 +133,13 @@ export class ConfigError extends Error {
 
 export function parseRunConfig(input: unknown, source = 'config'): RunConfig {
   const r = RunConfigSchema.safeParse(input ?? {});
-  if (r.success) return r.data;
+  if (r.success) {
+    const { model, tokenizer } = r.data.policy;
+    const tiny = model === 'tiny' || model.startsWith('tiny:');
+    if (tiny && tokenizer !== 'byte') throw new ConfigError([{ path: 'policy.tokenizer', message: `the tiny policy reads bytes: use tokenizer 'byte' (got ${JSON.stringify(tokenizer)}), or an hf: model for a real tokenizer` }], source);
+    if (!tiny && !model.startsWith('hf:')) throw new ConfigError([{ path: 'policy.model', message: `unknown model ${JSON.stringify(model)}: use 'tiny', 'tiny:k=v,…' or 'hf:<config.json | model folder | model_type:k=v,…>'` }], source);
+    return r.data;
+  }
   throw new ConfigError(r.error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message })), source);
 }
 

@@ -1,9 +1,13 @@
 import type { ExecResult } from './sandboxPolicy.js';
+import { TOOLS, type ArgSpec } from './tools.js';
 
 /** The agent harness, in the spirit of mini-swe-agent: one system prompt, the issue, and
  *  strictly alternating model turns and observations. Everything the model sees is built
- *  here, in one place: the prompt, and each observation with its truncation. */
+ *  here, in one place: the conversation, and each observation with its truncation. */
 
+/** The default system prompt (`rollout.systemPrompt`). It spells out the call format for
+ *  policies whose template does not list tools (the tiny policy's plain template); chat
+ *  templates additionally get the tools' JSON schemas (toolSchemas). */
 export const SYSTEM_PROMPT = [
   'Fix the issue in the Python repository in the current directory.',
   'End every reply with exactly one tool call, nothing after it:',
@@ -12,20 +16,50 @@ export const SYSTEM_PROMPT = [
 ].join('\n');
 
 export interface TurnRecord {
-  /** The model's raw output, exactly as generated. */
+  /** The model's raw output, as text (a view: the exact ids are in turn_tokens). */
   rawText: string;
   /** What the model was shown after it (null for the last turn). */
   observation: string | null;
 }
 
-/** The prompt for the next turn: system prompt, issue, then every earlier turn and its observation. */
-export function renderPrompt(problemStatement: string, turns: readonly TurnRecord[]): string {
-  let p = `SYSTEM:\n${SYSTEM_PROMPT}\n\nISSUE:\n${problemStatement.trim()}\n`;
+/** A chat message, in the shape chat templates take (OpenAI / Hugging Face). */
+export interface Message { role: 'system' | 'user' | 'assistant' | 'tool'; content: string }
+
+/** A tool as chat templates expect it: an OpenAI-style function with a JSON schema. */
+export interface ToolSchema {
+  type: 'function';
+  function: { name: string; description: string; parameters: { type: 'object'; properties: Record<string, { type: string; description: string }>; required: string[] } };
+}
+
+/** The registry (core/tools.ts) as the JSON schemas a chat template lists. */
+export function toolSchemas(): ToolSchema[] {
+  return Object.entries(TOOLS).map(([name, spec]) => {
+    const args = spec.args as Readonly<Record<string, ArgSpec>>;
+    return {
+      type: 'function',
+      function: {
+        name,
+        description: spec.description,
+        parameters: {
+          type: 'object',
+          properties: Object.fromEntries(Object.entries(args).map(([k, a]) => [k, { type: a.type, description: a.description }])),
+          required: Object.entries(args).filter(([, a]) => !a.optional).map(([k]) => k),
+        },
+      },
+    };
+  });
+}
+
+/** The conversation the model is in: system prompt, the issue, then each earlier turn
+ *  and the tool result it got. A renderer (core/tokenPath.ts, activities/renderer.ts)
+ *  turns it into token ids with the model's own chat template. */
+export function conversation(systemPrompt: string, problemStatement: string, turns: readonly TurnRecord[]): Message[] {
+  const messages: Message[] = [{ role: 'system', content: systemPrompt }, { role: 'user', content: problemStatement.trim() }];
   for (const t of turns) {
-    p += `\nASSISTANT:\n${t.rawText}\n`;
-    if (t.observation !== null) p += `\nOBSERVATION:\n${t.observation}\n`;
+    messages.push({ role: 'assistant', content: t.rawText });
+    if (t.observation !== null) messages.push({ role: 'tool', content: t.observation });
   }
-  return `${p}\nASSISTANT:\n`;
+  return messages;
 }
 
 /** Keep the head and the tail of long output: errors tend to be at the end, context at the start. */
@@ -38,7 +72,9 @@ export function truncateMiddle(text: string, maxChars: number): string {
   return `${text.slice(0, head)}${marker(text.length - budget)}${tail > 0 ? text.slice(text.length - tail) : ''}`;
 }
 
-/** The observation the model sees after a bash call. */
+/** The observation the model sees after a bash call. A NUL byte in the output is shown as
+ *  U+FFFD: what the model is shown is exactly what the audit history stores (Postgres text
+ *  holds no NUL), and the renderer tokenizes that text. */
 export function renderObservation(r: ExecResult, maxChars: number, timeoutSeconds: number): string {
   const notes: string[] = [];
   if (r.timedOut) notes.push(`killed: no result within ${timeoutSeconds} s`);
@@ -47,6 +83,6 @@ export function renderObservation(r: ExecResult, maxChars: number, timeoutSecond
   if (r.killedReason === 'pids') notes.push('killed: too many processes');
   if (r.truncated && r.killedReason !== 'output_limit') notes.push(`output truncated (${r.outputBytes} bytes)`);
   const head = `exit code ${r.exitCode}${notes.length ? ` (${notes.join('; ')})` : ''}`;
-  const body = r.output.length ? truncateMiddle(r.output, maxChars) : '(no output)';
+  const body = r.output.length ? truncateMiddle(r.output.replace(/\u0000/g, '\uFFFD'), maxChars) : '(no output)';
   return `${head}\n${body}`;
 }

@@ -4,6 +4,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import type { Settings } from './settings.js';
 import { repoRoot } from './settings.js';
+import { resolveTokenizer } from '../activities/renderer.js';
 
 /** The embedded default's GPU side, on this machine's CPU: reference inference engines and
  *  a trainer (engine/, Python) started as child processes of the worker that binds to them.
@@ -56,9 +57,9 @@ function startServer(s: Settings, name: string, module: string, args: string[], 
 export interface EmbeddedGpu { engines: PythonServer[]; trainer: PythonServer | null; publishDir: string; stop(): Promise<void> }
 
 /** Start `count` inference engines (and optionally the trainer) serving `checkpoint`. */
-export async function startEmbeddedGpu(s: Settings, opts: { count: number; checkpoint: string; publishDir: string; model?: string; lr?: number; trainer?: boolean; maxBatch?: number; seed?: number }): Promise<EmbeddedGpu> {
+export async function startEmbeddedGpu(s: Settings, opts: { count: number; checkpoint: string; publishDir: string; model?: string; tokenizer?: string; lr?: number; trainer?: boolean; maxBatch?: number; seed?: number }): Promise<EmbeddedGpu> {
   const logs = path.join(s.logDir, 'engines');
-  const common = ['--model', opts.model ?? 'tiny', '--checkpoint', opts.checkpoint];
+  const common = ['--model', opts.model ?? 'tiny', '--tokenizer', resolveTokenizer(opts.tokenizer ?? 'byte', { home: s.home, repoRoot }), '--checkpoint', opts.checkpoint];
   const started: PythonServer[] = [];
   try {
     const engines = await Promise.all(Array.from({ length: opts.count }, (_, i) =>

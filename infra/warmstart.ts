@@ -1,11 +1,13 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Settings } from './settings.js';
+import { repoRoot, type Settings } from './settings.js';
 import type { Task } from '../core/taskModel.js';
-import { renderObservation, renderPrompt, type TurnRecord } from '../core/harness.js';
+import { conversation, renderObservation, toolSchemas, type TurnRecord } from '../core/harness.js';
 import { renderToolCall, type ToolCall } from '../core/tools.js';
-import { parseRunConfig } from '../core/config.js';
+import { parseRunConfig, type RunConfig } from '../core/config.js';
+import { renderSpec } from '../core/renderSpec.js';
+import { Renderers, resolveTokenizer } from '../activities/renderer.js';
 import { dockerFromSettings } from './docker.js';
 import { sandboxImageTag } from './components/image.js';
 import { createSandboxActivities, workerIdentity } from '../activities/sandbox.js';
@@ -13,76 +15,95 @@ import { log, mustRun } from './proc.js';
 
 /** The SFT warm start of the embedded default: the gold trajectories of the toy tasks, run
  *  in real sandboxes so every observation is exactly what the harness will show, rendered
- *  with the harness's own prompt, then a short supervised pass of the tiny policy. Cached
- *  under FLOE_HOME/warmstart/<hash of data and settings>/v0. */
+ *  to token ids by the run's own renderer (tokenizer + chat template, as rollouts are: one
+ *  sequence per trajectory, the loss mask over the replies), then a short supervised pass.
+ *  Cached under FLOE_HOME/warmstart/<hash of data and settings>/v0. */
 
-export interface WarmStartOptions { steps: number; lr: number; model: string; seed: number }
+/** batchSize: trajectories per SFT step (sampled with replacement; default 16). */
+export interface WarmStartOptions { steps: number; lr: number; model: string; seed: number; batchSize?: number }
 
-const TINY_CONTEXT = 1024;
+/** What the rendering of a trajectory depends on (from the run config's policy and rollout). */
+export interface PolicySetup { model: string; tokenizer: string; chatTemplate: string; contextTokens: number; systemPrompt: string }
 
-export const DEFAULT_WARM_START: WarmStartOptions = { steps: 120, lr: 1e-3, model: 'tiny', seed: 0 };
-
-export interface GoldPair { prompt: string; completion: string; taskId: string }
-
-/** (prompt, completion) pairs of each task's gold trajectory, run in real sandboxes. */
-export async function goldPairs(s: Settings, tasks: Task[]): Promise<GoldPair[]> {
-  return (await goldTrajectories(s, tasks, () => false)).flat();
+export function policySetup(cfg: RunConfig): PolicySetup {
+  return { model: cfg.policy.model, tokenizer: cfg.policy.tokenizer, chatTemplate: cfg.policy.chatTemplate, contextTokens: cfg.policy.contextTokens, systemPrompt: cfg.rollout.systemPrompt };
 }
 
-async function goldTrajectories(s: Settings, tasks: Task[], enough: (kept: GoldPair[][]) => boolean, keep: (t: GoldPair[]) => boolean = () => true): Promise<GoldPair[][]> {
-  const cfg = parseRunConfig({});
+const DEFAULTS = parseRunConfig({});
+export const DEFAULT_SETUP: PolicySetup = policySetup(DEFAULTS);
+export const DEFAULT_WARM_START: WarmStartOptions = { steps: 120, lr: 1e-3, model: 'tiny', seed: 0 };
+
+/** A gold trajectory as the model would produce it: the whole token sequence, the loss mask
+ *  over its replies, and each reply's length in tokens (end-of-turn token included). */
+export interface GoldTrajectory { taskId: string; ids: number[]; lossMask: number[]; replies: number[] }
+
+const renderPaths = (s: Settings) => ({ python: s.python.bin, home: s.home, repoRoot });
+
+async function goldTrajectories(s: Settings, tasks: Task[], setup: PolicySetup, enough: (kept: GoldTrajectory[]) => boolean, keep: (t: GoldTrajectory) => boolean = () => true): Promise<GoldTrajectory[]> {
   const docker = dockerFromSettings(s);
   const sandbox = createSandboxActivities(docker, { host: 'warmstart', image: sandboxImageTag(s), workerId: workerIdentity() });
-  const kept: GoldPair[][] = [];
-  for (const task of tasks) {
-    if (enough(kept)) break;
-    if (!task.solution) continue;
-    const turns: TurnRecord[] = [];
-    const pairs: GoldPair[] = [];
-    const { containerId } = await sandbox.createSandbox({ runId: 'warmstart', rolloutId: `warmstart-${task.instanceId}`, task, limits: cfg.sandbox });
-    try {
-      for (const call of task.solution) {
-        const completion = renderToolCall(call as ToolCall);
-        pairs.push({ prompt: renderPrompt(task.problemStatement, turns), completion, taskId: task.instanceId });
-        if (call.name !== 'bash') break;
-        const r = await sandbox.execInSandbox({ containerId, command: String(call.arguments.command), timeoutSeconds: cfg.sandbox.commandTimeoutSeconds, maxOutputBytes: cfg.sandbox.maxOutputBytes });
-        turns.push({ rawText: completion, observation: renderObservation(r, cfg.rollout.maxObservationChars, cfg.sandbox.commandTimeoutSeconds) });
+  const renderers = new Renderers(renderPaths(s));
+  const cfg = DEFAULTS;
+  const tools = toolSchemas();
+  const kept: GoldTrajectory[] = [];
+  try {
+    const r = await renderers.get(renderSpec(setup));
+    for (const task of tasks) {
+      if (enough(kept)) break;
+      if (!task.solution) continue;
+      const turns: TurnRecord[] = [];
+      const t: GoldTrajectory = { taskId: task.instanceId, ids: [], lossMask: [], replies: [] };
+      const add = (ids: number[], mask: 0 | 1) => { t.ids.push(...ids); t.lossMask.push(...ids.map(() => mask)); };
+      const { containerId } = await sandbox.createSandbox({ runId: 'warmstart', rolloutId: `warmstart-${task.instanceId}`, task, limits: cfg.sandbox });
+      try {
+        add((await r.start(conversation(setup.systemPrompt, task.problemStatement, turns), tools)).ids, 0);
+        for (const call of task.solution) {
+          const completion = renderToolCall(call as ToolCall);
+          const reply = await r.assistantIds(completion);
+          add(reply, 1);
+          t.replies.push(reply.length);
+          if (call.name !== 'bash') break;
+          const res = await sandbox.execInSandbox({ containerId, command: String(call.arguments.command), timeoutSeconds: cfg.sandbox.commandTimeoutSeconds, maxOutputBytes: cfg.sandbox.maxOutputBytes });
+          turns.push({ rawText: completion, observation: renderObservation(res, cfg.rollout.maxObservationChars, cfg.sandbox.commandTimeoutSeconds) });
+          add((await r.continuation(conversation(setup.systemPrompt, task.problemStatement, turns), tools)).ids, 0);
+        }
+      } finally {
+        await sandbox.destroySandbox({ containerId });
       }
-    } finally {
-      await sandbox.destroySandbox({ containerId });
+      if (keep(t)) kept.push(t);
     }
-    if (keep(pairs)) kept.push(pairs);
+  } finally {
+    await renderers.closeAll();
   }
   return kept;
 }
 
-const fits = (p: GoldPair) => Buffer.byteLength(p.prompt) + Buffer.byteLength(p.completion) + 1 <= TINY_CONTEXT;
-
 /** The stress pool: the first `limit` candidates (0 = all) whose whole gold trajectory fits the
- *  tiny policy: every turn within its context and every reply (plus its end token) within the
+ *  policy: the sequence within its context and every reply (with its end token) within the
  *  per-turn token budget. A task whose solution does not fit cannot be solved by that policy (the
  *  engine refuses the prompt, or the reply is cut off and fails the format gate as truncated),
- *  so it does not belong in a pool of solvable tasks. Returns the tasks and their gold pairs. */
-export async function solvablePool(s: Settings, candidates: Task[], limit: number, maxTokensPerTurn: number): Promise<{ tasks: Task[]; pairs: GoldPair[]; tooLong: string[] }> {
+ *  so it does not belong in a pool of solvable tasks. Returns the tasks and their trajectories. */
+export async function solvablePool(s: Settings, candidates: Task[], limit: number, maxTokensPerTurn: number, setup: PolicySetup = DEFAULT_SETUP): Promise<{ tasks: Task[]; trajectories: GoldTrajectory[]; tooLong: string[] }> {
   const tooLong: string[] = [];
-  const replyFits = (p: GoldPair) => Buffer.byteLength(p.completion) + 1 <= maxTokensPerTurn;
-  const kept = await goldTrajectories(s, candidates, (k) => limit > 0 && k.length >= limit, (t) => {
-    const ok = t.length > 0 && t.every((p) => fits(p) && replyFits(p));
-    if (!ok && t.length) tooLong.push(t[0].taskId);
+  const kept = await goldTrajectories(s, candidates, setup, (k) => limit > 0 && k.length >= limit, (t) => {
+    const ok = t.replies.length > 0 && t.ids.length <= setup.contextTokens && t.replies.every((n) => n <= maxTokensPerTurn);
+    if (!ok && t.replies.length) tooLong.push(t.taskId);
     return ok;
   });
-  if (tooLong.length) log('warmstart', `${tooLong.length} task(s) left out of the pool: their gold trajectory does not fit the ${TINY_CONTEXT}-byte context or the ${maxTokensPerTurn}-token reply budget (${tooLong.join(', ')})`);
-  const ids = new Set(kept.map((t) => t[0].taskId));
-  return { tasks: candidates.filter((t) => ids.has(t.instanceId)), pairs: kept.flat(), tooLong };
+  if (tooLong.length) log('warmstart', `${tooLong.length} task(s) left out of the pool: their gold trajectory does not fit the ${setup.contextTokens}-token context or the ${maxTokensPerTurn}-token reply budget (${tooLong.join(', ')})`);
+  const ids = new Set(kept.map((t) => t.taskId));
+  return { tasks: candidates.filter((t) => ids.has(t.instanceId)), trajectories: kept, tooLong };
 }
 
-/** SFT of the tiny policy on gold pairs (those longer than its context are left out). */
-export async function buildWarmStart(s: Settings, goldPairsOrTasks: GoldPair[] | Task[], opts: WarmStartOptions = DEFAULT_WARM_START): Promise<string> {
-  const all = isPairs(goldPairsOrTasks) ? goldPairsOrTasks : await goldPairs(s, goldPairsOrTasks);
-  const pairs = all.filter(fits);
-  if (pairs.length < all.length) log('warmstart', `${all.length - pairs.length} gold turns longer than the ${TINY_CONTEXT}-byte context left out (${[...new Set(all.filter((p) => !fits(p)).map((p) => p.taskId))].join(', ')})`);
-  const data = pairs.map((p) => JSON.stringify({ task_id: p.taskId, prompt: p.prompt, completion: p.completion })).join('\n') + '\n';
-  const hash = crypto.createHash('sha256').update(data).update(JSON.stringify(opts)).digest('hex').slice(0, 16);
+/** SFT of the policy on gold trajectories (those longer than its context are left out). */
+export async function buildWarmStart(s: Settings, trajectoriesOrTasks: GoldTrajectory[] | Task[], opts: WarmStartOptions = DEFAULT_WARM_START, setup: PolicySetup = { ...DEFAULT_SETUP, model: opts.model }): Promise<string> {
+  const all = isTrajectories(trajectoriesOrTasks) ? trajectoriesOrTasks : await goldTrajectories(s, trajectoriesOrTasks, setup, () => false);
+  const fits = (t: GoldTrajectory) => t.ids.length <= setup.contextTokens;
+  const kept = all.filter(fits);
+  if (kept.length < all.length) log('warmstart', `${all.length - kept.length} gold trajectories longer than the ${setup.contextTokens}-token context left out (${all.filter((t) => !fits(t)).map((t) => t.taskId).join(', ')})`);
+  const data = kept.map((t) => JSON.stringify({ task_id: t.taskId, ids: t.ids, loss_mask: t.lossMask })).join('\n') + '\n';
+  const tokenizer = resolveTokenizer(setup.tokenizer, renderPaths(s));
+  const hash = crypto.createHash('sha256').update(data).update(JSON.stringify(opts)).update(tokenizer).digest('hex').slice(0, 16);
   const dir = path.join(s.home, 'warmstart', hash);
   const checkpoint = path.join(dir, 'v0');
   if (fs.existsSync(path.join(checkpoint, 'model.safetensors'))) {
@@ -91,12 +112,12 @@ export async function buildWarmStart(s: Settings, goldPairsOrTasks: GoldPair[] |
   }
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'gold.jsonl'), data);
-  log('warmstart', `SFT on ${pairs.length} gold turns of ${new Set(pairs.map((p) => p.taskId)).size} tasks, ${opts.steps} steps…`);
-  mustRun(s.python.bin, ['-m', 'floe_engine.sft', '--data', path.join(dir, 'gold.jsonl'), '--out', dir, '--steps', String(opts.steps), '--lr', String(opts.lr), '--model', opts.model, '--seed', String(opts.seed), '--eval', '16', '--threads', '1'],
+  log('warmstart', `SFT on ${kept.length} gold trajectories (${kept.reduce((n, t) => n + t.replies.length, 0)} replies), ${opts.steps} steps…`);
+  mustRun(s.python.bin, ['-m', 'floe_engine.sft', '--data', path.join(dir, 'gold.jsonl'), '--out', dir, '--steps', String(opts.steps), '--batch-size', String(opts.batchSize ?? 16), '--lr', String(opts.lr), '--model', opts.model, '--tokenizer', tokenizer, '--seed', String(opts.seed), '--eval', '16', '--threads', '1'],
     'the SFT warm start', { env: { ...process.env, OMP_NUM_THREADS: '1', FLOE_ENGINE_THREADS: '1' } }); // two threads were slower here (OpenBLAS spinning)
   return checkpoint;
 }
 
-function isPairs(x: GoldPair[] | Task[]): x is GoldPair[] {
-  return x.length > 0 && 'completion' in x[0];
+function isTrajectories(x: GoldTrajectory[] | Task[]): x is GoldTrajectory[] {
+  return x.length > 0 && 'lossMask' in x[0];
 }

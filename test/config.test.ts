@@ -34,6 +34,13 @@ describe('run config', () => {
     }
   });
 
+  it('names the tokenizer a model needs, and refuses models it does not know', () => {
+    expect(parseRunConfig({}).policy).toMatchObject({ model: 'tiny', tokenizer: 'byte', chatTemplate: '' });
+    expect(parseRunConfig({ policy: { model: 'hf:configs/models/qwen3-cpu.json', tokenizer: 'builtin:qwen3.6' } }).policy.tokenizer).toBe('builtin:qwen3.6');
+    expect(() => parseRunConfig({ policy: { tokenizer: 'builtin:qwen3.6' } }, 'x.yaml')).toThrow(/policy\.tokenizer: the tiny policy reads bytes/);
+    expect(() => parseRunConfig({ policy: { model: 'gpt2' } }, 'x.yaml')).toThrow(/policy\.model: unknown model "gpt2"/);
+  });
+
   it('applies --set overrides, parsing JSON values', () => {
     const o = applyOverrides({ rollout: { groupSize: 4 } }, ['rollout.groupSize=2', 'name=x y', 'tasks.include=["a","b"]']);
     expect(parseRunConfig(o)).toMatchObject({ name: 'x y', rollout: { groupSize: 2 }, tasks: { include: ['a', 'b'] } });

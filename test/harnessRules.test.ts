@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { budgetGate, gateTurn, type Budgets, type RolloutState } from '../core/gates.js';
-import { renderObservation, renderPrompt, truncateMiddle } from '../core/harness.js';
+import { conversation, renderObservation, SYSTEM_PROMPT, toolSchemas, truncateMiddle } from '../core/harness.js';
+import { endsTurn, nextPrompt, renderDrift, rolloutSequence } from '../core/tokenPath.js';
 import { detectShortcuts } from '../core/shortcuts.js';
 import { checkRawOutput } from '../core/toolFormat.js';
 import { renderToolCall } from '../core/tools.js';
@@ -40,9 +41,20 @@ describe('gates', () => {
 });
 
 describe('harness', () => {
-  it('builds every prompt from the issue and the turns, in one place', () => {
-    const p = renderPrompt('It breaks.', [{ rawText: 'A', observation: 'exit code 0\nok' }]);
-    expect(p).toMatch(/^SYSTEM:\n[\s\S]*\n\nISSUE:\nIt breaks\.\n\nASSISTANT:\nA\n\nOBSERVATION:\nexit code 0\nok\n\nASSISTANT:\n$/);
+  it('builds every conversation from the issue and the turns, in one place', () => {
+    expect(conversation(SYSTEM_PROMPT, '  It breaks.\n', [{ rawText: 'A', observation: 'exit code 0\nok' }, { rawText: 'B', observation: null }])).toEqual([
+      { role: 'system', content: SYSTEM_PROMPT },
+      { role: 'user', content: 'It breaks.' },
+      { role: 'assistant', content: 'A' },
+      { role: 'tool', content: 'exit code 0\nok' },
+      { role: 'assistant', content: 'B' },
+    ]);
+  });
+
+  it('describes the tool registry as JSON schemas for chat templates', () => {
+    const [bash, submit] = toolSchemas();
+    expect(bash).toMatchObject({ type: 'function', function: { name: 'bash', parameters: { type: 'object', required: ['command'], properties: { command: { type: 'string' } } } } });
+    expect(submit.function).toMatchObject({ name: 'submit', parameters: { properties: {}, required: [] } });
   });
 
   it('truncates long output in the middle and says so', () => {
@@ -140,5 +152,37 @@ describe('stress verdict', () => {
     expect(stressVerdict([0.7, 0.8, 0.9, 0.95, 0.92, 0.97, 0.9, 0.93, 0.95, 0.91]).pass).toBe(true);
     expect(stressVerdict([0.7, 0.8, 0.85, 0.88, 0.86]).reason).toMatch(/peak 0.88 < 0.9/);
     expect(stressVerdict([0.7, 1, 0.95, 0.9, 0.8]).reason).toMatch(/last fifth fell to 0.80/);
+  });
+});
+
+describe('token path', () => {
+  const t0 = { inputIds: [1, 2, 3], completionIds: [10, 11, 99], logprobs: [-0.5, -0.25, -0.125], versions: [0, 0, 1] };
+  const t1 = { inputIds: [4, 5], completionIds: [12, 99], logprobs: [-1, -2], versions: [1, 1] };
+
+  it('extends the previous prompt by its completion exactly as generated, then the new input', () => {
+    expect(nextPrompt([], [1, 2, 3])).toEqual([1, 2, 3]);
+    expect(nextPrompt([t0], [4, 5])).toEqual([1, 2, 3, 10, 11, 99, 4, 5]);
+    expect(nextPrompt([t0, t1], [6])).toEqual([1, 2, 3, 10, 11, 99, 4, 5, 12, 99, 6]);
+  });
+
+  it('makes one sequence per rollout, masked over the generated tokens only', () => {
+    const seq = rolloutSequence([t0, t1]);
+    expect(seq.ids).toEqual([1, 2, 3, 10, 11, 99, 4, 5, 12, 99]);
+    expect(seq.lossMask).toEqual([0, 0, 0, 1, 1, 1, 0, 0, 1, 1]);
+    expect(seq.logprobs).toEqual([0, 0, 0, -0.5, -0.25, -0.125, 0, 0, -1, -2]);
+    expect(seq.versions).toEqual([-1, -1, -1, 0, 0, 1, -1, -1, 1, 1]);
+    expect(() => rolloutSequence([{ ...t0, logprobs: [-1] }])).toThrow(/1 logprobs for 3 generated tokens/);
+  });
+
+  it('records where a full template rendering parts from the concatenation', () => {
+    expect(renderDrift([1, 2, 3], [1, 2, 3])).toBeNull();
+    expect(renderDrift([1, 2, 3], [1, 9, 3])).toEqual({ at: 1, concatenated: 3, template: 3 });
+    expect(renderDrift([1, 2], [1, 2, 3])).toEqual({ at: 2, concatenated: 2, template: 3 });
+  });
+
+  it('continues only after an end-of-turn token', () => {
+    expect(endsTurn([5, 99], [99])).toBe(true);
+    expect(endsTurn([5, 6], [99])).toBe(false);
+    expect(endsTurn([], [99])).toBe(false);
   });
 });

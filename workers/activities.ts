@@ -6,6 +6,8 @@ import { createTaskActivities } from '../activities/tasks.js';
 import { createAuditActivities } from '../activities/audit.js';
 import { createGenerateActivities } from '../activities/generate.js';
 import { LiveRouter } from '../activities/router.js';
+import { Renderers } from '../activities/renderer.js';
+import { repoRoot } from '../infra/settings.js';
 import { createSandboxActivities, startSandboxReaper, workerIdentity } from '../activities/sandbox.js';
 import { createGradingActivities } from '../activities/grading.js';
 import { createTrainingActivities } from '../activities/training.js';
@@ -13,6 +15,13 @@ import { createGpuActivities } from '../activities/gpu.js';
 import path from 'node:path';
 
 /** Activities by worker role. Each role's worker registers only what runs where it runs. */
+
+/** One renderer process per tokenizer + template, shared by every control worker of this process. */
+let shared: Renderers | null = null;
+export function renderers(s: Settings): Renderers {
+  shared ??= new Renderers({ python: s.python.bin, home: s.home, repoRoot });
+  return shared;
+}
 
 /** control: Postgres audit, the task pool, and generation (the router lives here, so that
  *  one process sees every engine's load and its own in-flight requests). */
@@ -22,7 +31,7 @@ export function controlActivities(s: Settings) {
     ...createDbActivities(pool),
     ...createTaskActivities(pool),
     ...createAuditActivities(pool),
-    ...createGenerateActivities(pool, new LiveRouter()),
+    ...createGenerateActivities(pool, new LiveRouter(), renderers(s)),
     ...createTrainingActivities(pool),
   };
 }

@@ -12,6 +12,7 @@ import type { AuditActivities } from '../activities/audit.js';
 import type { GenerateActivities } from '../activities/generate.js';
 import type { EngineEndpoint } from '../activities/engineClient.js';
 import type { SandboxActivities } from '../activities/sandbox.js';
+import type { RenderSpec } from '../core/renderSpec.js';
 import { rewardGate, type GateResult, type RolloutEnding } from './rewardGate.js';
 
 /** One attempt at one task: a sandbox, then turns (generate → gate the raw output → run the
@@ -20,6 +21,9 @@ import { rewardGate, type GateResult, type RolloutEnding } from './rewardGate.js
 export interface RolloutSettings {
   engines: EngineEndpoint[];
   router: RouterPolicy;
+  /** Tokenizer + chat template, and the system message (absent in histories recorded before the token path). */
+  render?: RenderSpec;
+  systemPrompt?: string;
   sampling: { temperature: number; topP: number; maxTokensPerTurn: number };
   budgets: Budgets;
   maxObservationChars: number;
@@ -115,7 +119,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     for (;;) {
       const over: Ended | null = budgetGate(state, cfg.budgets, Date.now());
       if (over) return { kind: 'ended', ended: over };
-      const gen = await engine.generateTurn({ runId: input.runId, rolloutId, turnIndex: state.turns, taskId: input.taskId, groupId: input.groupId, engines: cfg.engines, router: cfg.router, sampling: cfg.sampling, seed: input.seed === undefined ? undefined : input.seed + state.turns });
+      const gen = await engine.generateTurn({ runId: input.runId, rolloutId, turnIndex: state.turns, taskId: input.taskId, groupId: input.groupId, engines: cfg.engines, router: cfg.router, render: cfg.render, systemPrompt: cfg.systemPrompt, sampling: cfg.sampling, seed: input.seed === undefined ? undefined : input.seed + state.turns });
       if (gen.kind === 'prompt_too_long') return { kind: 'ended', ended: { gate: 'budget_tokens', detail: { engine: gen.engineId, detail: gen.detail } } };
       const turnIndex = state.turns;
       state.turns++;

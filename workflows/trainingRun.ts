@@ -3,6 +3,7 @@ import {
   upsertSearchAttributes, workflowInfo, ParentClosePolicy,
 } from '@temporalio/workflow';
 import type { RunConfig } from '../core/config.js';
+import { renderSpec } from '../core/renderSpec.js';
 import { groupAdvantages } from '../core/advantages.js';
 import { applyDecision, newTaskRecord, poolCounts, recordAttempt, type TaskRecord } from '../core/eviction.js';
 import { staleness } from '../core/staleness.js';
@@ -58,6 +59,8 @@ export function rolloutSettings(config: RunConfig): RolloutSettings {
   return {
     engines: config.engines.endpoints,
     router: config.engines.router,
+    render: renderSpec(config.policy),
+    systemPrompt: config.rollout.systemPrompt,
     sampling: { temperature: config.policy.temperature, topP: config.policy.topP, maxTokensPerTurn: config.policy.maxTokensPerTurn },
     budgets: { maxTurns: config.rollout.maxTurns, maxTotalTokens: config.rollout.maxTotalTokens, maxWallSeconds: config.rollout.maxWallSeconds },
     maxObservationChars: config.rollout.maxObservationChars,

@@ -5,7 +5,8 @@ import { podman } from './podman.js';
 import { image } from './image.js';
 import { python } from './python.js';
 import { browser } from './browser.js';
+import { tokenizers } from './tokenizers.js';
 
 /** In start order; `floe down` stops them in reverse. */
-export const COMPONENTS: Component[] = [temporal, postgres, podman, image, python, browser];
+export const COMPONENTS: Component[] = [temporal, postgres, podman, image, python, tokenizers, browser];
 export type { Component, Health } from './types.js';

@@ -2,11 +2,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /** TEST DOUBLE. A scripted policy that speaks the engine's HTTP interface (the surface of
- *  vLLM / SGLang-style servers that floe's engine client uses): /v1/completions, /health,
- *  /metrics. Byte-level like the reference engine (token ids 0–255 are bytes, 256 is EOS), or
- *  'opaque' like a BPE engine whose ids say nothing about the text (ids 1…n, EOS 0).
- *  Each rollout (the request's `user` field) gets its own script of raw outputs, one per
- *  turn; a rollout without a script gets `fallback`. Lives in test/ only. */
+ *  vLLM / SGLang-style servers that floe's engine client uses): /v1/completions with prompt
+ *  token ids, /health, /metrics. An output given as text is generated as its UTF-8 bytes and
+ *  EOS (256), as the byte-level reference engine would; explicit token ids (any tokenizer's)
+ *  are returned as given. Each rollout (the request's `user` field) gets its own script of
+ *  raw outputs, one per turn; a rollout without a script gets `fallback`. Lives in test/ only. */
 
 export const EOS = 256;
 
@@ -20,15 +20,13 @@ export interface ScriptedOutput {
 export interface ScriptedEngine {
   url: string;
   script(rolloutId: string, outputs: ScriptedOutput[]): void;
-  requests: { user: string; prompt: string }[];
+  requests: { user: string; prompt: number[] }[];
   close(): Promise<void>;
 }
 
-export async function startScriptedEngine(opts: { fallback?: ScriptedOutput; version?: number; tokenizer?: 'byte' | 'opaque' } = {}): Promise<ScriptedEngine> {
-  const byte = (opts.tokenizer ?? 'byte') === 'byte';
-  const eos = byte ? EOS : 0;
+export async function startScriptedEngine(opts: { fallback?: ScriptedOutput; version?: number } = {}): Promise<ScriptedEngine> {
   const scripts = new Map<string, ScriptedOutput[]>();
-  const requests: { user: string; prompt: string }[] = [];
+  const requests: { user: string; prompt: number[] }[] = [];
   let running = 0;
   const server = http.createServer((req, res) => {
     let body = '';
@@ -38,10 +36,11 @@ export async function startScriptedEngine(opts: { fallback?: ScriptedOutput; ver
         res.writeHead(status, { 'content-type': type });
         res.end(typeof payload === 'string' ? payload : JSON.stringify(payload));
       };
-      if (req.url === '/health') return send(200, { ok: true, version: opts.version ?? 0, model: 'scripted-test-double', tokenizer: byte ? { kind: 'byte', eos_token_id: EOS, special_token_ids: [257, 258] } : { kind: 'bpe', eos_token_id: 0, special_token_ids: [] } });
+      if (req.url === '/health') return send(200, { ok: true, version: opts.version ?? 0, model: 'scripted-test-double' });
       if (req.url === '/metrics') return send(200, `vllm:num_requests_running ${running}\nvllm:num_requests_waiting 0\n`, 'text/plain');
       if (req.url !== '/v1/completions' || req.method !== 'POST') return send(404, { error: 'not found' });
-      const r = JSON.parse(body) as { prompt: string; user: string; max_tokens: number };
+      const r = JSON.parse(body) as { prompt: number[]; user: string; max_tokens: number };
+      if (!Array.isArray(r.prompt)) return send(400, { error: 'the test double takes prompt token ids only' });
       requests.push({ user: r.user, prompt: r.prompt });
       const queue = scripts.get(r.user);
       const out = queue?.shift() ?? opts.fallback;
@@ -49,11 +48,10 @@ export async function startScriptedEngine(opts: { fallback?: ScriptedOutput; ver
       running++;
       const finish = out.finishReason ?? 'stop';
       // Explicit token ids are returned as given (they may lack EOS on purpose).
-      const generated = byte ? [...Buffer.from(out.text ?? '', 'utf8')] : [...(out.text ?? '')].map((_, i) => i + 1);
-      const tokenIds = out.tokenIds ?? (finish === 'stop' ? [...generated, eos] : generated);
-      const ids = tokenIds;
-      const text = out.text ?? Buffer.from(ids.filter((t) => t < 256)).toString('utf8');
-      const promptIds = [...Buffer.from(r.prompt, 'utf8')];
+      const generated = [...Buffer.from(out.text ?? '', 'utf8')];
+      const tokenIds = out.tokenIds ?? (finish === 'stop' ? [...generated, EOS] : generated);
+      const text = out.text ?? Buffer.from(tokenIds.filter((t) => t < 256)).toString('utf8');
+      const promptIds = r.prompt;
       running--;
       send(200, {
         id: `cmpl-${requests.length}`,
