@@ -38,6 +38,9 @@ export function resolveTokenizer(spec: string, p: Pick<RenderPaths, 'home' | 're
   return path.resolve(p.repoRoot, spec);
 }
 
+/** The ref/unref of a child's pipe (a net.Socket; ChildProcess types it as a plain stream). */
+const handle = (io: unknown) => (io ?? {}) as { ref?: () => void; unref?: () => void };
+
 export class Renderer {
   private next = 1;
   private pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
@@ -50,6 +53,7 @@ export class Renderer {
       const p = msg.id === undefined ? undefined : this.pending.get(msg.id);
       if (!p) return;
       this.pending.delete(msg.id!);
+      if (this.pending.size === 0) handle(child.stdout).unref?.();
       if (msg.ok) p.resolve(msg.result);
       else p.reject(new Error(`renderer ${label}: ${msg.error ?? 'unknown error'}`));
     });
@@ -72,9 +76,10 @@ export class Renderer {
     const killOnExit = () => { child.kill('SIGKILL'); };
     process.once('exit', killOnExit);
     child.once('exit', () => process.removeListener('exit', killOnExit));
-    // a renderer never keeps its parent alive: it lives as long as the worker that uses it
+    // an idle renderer never keeps its parent alive (it lives as long as the worker that uses
+    // it); while a request waits for its reply, its stdout does (Renderer.call)
     child.unref();
-    for (const io of [child.stdin, child.stdout, child.stderr]) (io as unknown as { unref?: () => void } | null)?.unref?.();
+    for (const io of [child.stdin, child.stdout, child.stderr]) handle(io).unref?.();
     const label = `${spec.tokenizer}${spec.chatTemplate ? ` + ${spec.chatTemplate}` : ''}`;
     return new Promise((resolve, reject) => {
       let err = '';
@@ -104,6 +109,7 @@ export class Renderer {
     return new Promise<T>((resolve, reject) => {
       if (this.child.exitCode !== null || !this.child.stdin!.writable) return reject(new Error(`renderer ${this.label} is not running`));
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      handle(this.child.stdout).ref?.();
       this.child.stdin!.write(`${JSON.stringify({ id, op, ...args })}\n`);
     });
   }

@@ -169,6 +169,12 @@ describe('token in, token out', () => {
     expect(row.rows[0].render_drift).toMatchObject({ at: prompts[0].length + Math.min(...canonical.map((id, i) => (id === split[i] ? Infinity : i))) });
   }, 60_000);
 
+  it('a renderer keeps its process alive while a reply is due, and not after', () => {
+    const r = spawnSync(path.join(repoRoot, 'node_modules', '.bin', 'tsx'), [path.join(repoRoot, 'test', 'helpers', 'renderOnce.ts')], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status).toBe(0);
+    expect(r.stdout.trim()).toBe(JSON.stringify('SYSTEM:\nS\n\nISSUE:\nU\n\nASSISTANT:\n'));
+  }, 90_000);
+
   it('the byte renderer gives the tiny policy the plain template, with EOS between turns', async () => {
     const byte = await renderers.get({ tokenizer: 'byte', chatTemplate: path.join('configs', 'templates', 'plain.jinja') });
     expect(byte.info).toMatchObject({ kind: 'byte', eos_token_id: 256, stop_token_ids: [256] });
