@@ -31,8 +31,6 @@ export interface CompletionResponse {
   usage?: { prompt_tokens: number; completion_tokens: number };
 }
 
-export interface EngineInfo { version: number; model: string; eosTokenId: number | null; byteLevel: boolean; specialTokenIds: number[] }
-
 export class EngineHttpError extends Error {
   constructor(public readonly engineId: string, public readonly status: number, message: string) {
     super(`engine ${engineId}: HTTP ${status}: ${message}`);
@@ -54,18 +52,6 @@ async function call<T>(e: EngineEndpoint, path: string, init: RequestInit & { ti
 
 export function complete(e: EngineEndpoint, req: CompletionRequest, timeoutMs = 300_000): Promise<CompletionResponse> {
   return call<CompletionResponse>(e, '/v1/completions', { method: 'POST', body: JSON.stringify({ ...req, logprobs: 1, return_token_ids: true }), timeoutMs });
-}
-
-export async function engineInfo(e: EngineEndpoint): Promise<EngineInfo> {
-  const h = await call<Record<string, unknown>>(e, '/health', { timeoutMs: 5000 });
-  const tok = (h.tokenizer ?? {}) as Record<string, unknown>;
-  return {
-    version: Number(h.version ?? 0),
-    model: String(h.model ?? 'unknown'),
-    eosTokenId: typeof tok.eos_token_id === 'number' ? tok.eos_token_id : null,
-    byteLevel: tok.kind === 'byte',
-    specialTokenIds: Array.isArray(tok.special_token_ids) ? (tok.special_token_ids as number[]) : [],
-  };
 }
 
 /** Running and waiting request counts from Prometheus text (vLLM's metric names). */
