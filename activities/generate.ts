@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import { checkRawOutput, DEFAULT_SPECIAL_TOKEN_TEXTS, type FormatVerdict } from '../core/toolFormat.js';
-import { PLAIN_TEMPLATE, type RenderSpec } from '../core/renderSpec.js';
+import { renderSpec, type RenderSpec } from '../core/renderSpec.js';
 import { conversation, SYSTEM_PROMPT, toolSchemas, type TurnRecord } from '../core/harness.js';
 import type { RouterPolicy } from '../core/router.js';
 import { endsTurn, nextPrompt, renderDrift, type RenderDrift, type TurnTokens } from '../core/tokenPath.js';
@@ -104,7 +104,7 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
   };
 
   async function generate(input: GenerateTurnInput): Promise<GeneratedTurn> {
-    const r = await renderers.get(input.render ?? LEGACY_RENDER);
+    const r = await renderers.get(input.render ?? renderSpec({})); // histories from before the token path: the tiny policy's
     const p = await prompt(r, input);
     const tried: string[] = [];
     for (;;) {
@@ -182,8 +182,5 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
     return { kind: 'generated', engineId: engine.id, verdict: verdictForHistory, finishReason, promptTokens, completionTokens, versions, genMs, drift: p.drift };
   }
 }
-
-/** Histories recorded before the token path named no renderer: the tiny policy's. */
-const LEGACY_RENDER: RenderSpec = { tokenizer: 'byte', chatTemplate: PLAIN_TEMPLATE };
 
 export type GenerateActivities = ReturnType<typeof createGenerateActivities>;
