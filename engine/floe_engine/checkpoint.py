@@ -1,9 +1,35 @@
-"""Weights on disk: safetensors plus a JSON sidecar {version, config, sha256}.
+"""Weights on disk: a version folder of safetensors plus a JSON sidecar, ``checkpoint.json``.
 
-Published layout: ``<dir>/v<version>/model.safetensors`` and
-``<dir>/v<version>/checkpoint.json``. A version folder is written under a
-temporary name and renamed into place, so a reader never sees half a file.
-The sha256 is of the safetensors file's bytes; ``load`` verifies it.
+Published layout (``format: "floe-checkpoint-2"``), one folder per version,
+``<dir>/v<version>/``:
+
+* tiny policy: ``model.safetensors`` + ``checkpoint.json``;
+* ``hf:`` policy: a Hugging Face model folder that vLLM, SGLang and
+  ``transformers.AutoModelForCausalLM.from_pretrained`` load as is, written by
+  transformers' own ``save_pretrained`` (so parameter names, tied embeddings,
+  ``config.json`` and ``generation_config.json`` are exactly what transformers
+  writes): ``config.json``, ``generation_config.json`` (its ``eos_token_id``
+  lists the tokenizer's stop ids), the tokenizer files copied from the folder
+  the policy was built with (``tokenizer.json``, ``tokenizer_config.json`` (given a
+  ``tokenizer_class`` when it names none, so AutoTokenizer reads tokenizer.json as is),
+  ``special_tokens_map.json``, ``chat_template.jinja``, ... where present), and
+  the weights: one ``model.safetensors``, or ``model-0000k-of-0000n.safetensors``
+  shards + ``model.safetensors.index.json`` once they exceed ``max_shard_bytes``;
+  plus ``checkpoint.json``.
+
+``checkpoint.json``: ``{format, version, config (floe's: kind, sizes, tokenizer),
+layout ("floe" | "hf"), weights (the weight files: [model.safetensors] or
+[index, shards...]), files: {relative name: {sha256, bytes}} (every file of the
+folder but the sidecar itself), bytes (of the safetensors files), created_unix}``
+and, only when the weights are one file, the top-level ``sha256`` of
+``model.safetensors`` (what floe-checkpoint-1 readers check).
+
+A version folder is written under a temporary name and renamed into place, so
+a reader never sees half a folder. ``load`` reads both layouts and both formats
+(floe-checkpoint-1 folders: model.safetensors + {sha256, bytes}), verifying every
+listed file first and naming the one that does not match.
+
+    python -m floe_engine.checkpoint verify <folder>   # one JSON line; exit 1 on a mismatch
 """
 from __future__ import annotations
 
@@ -11,31 +37,28 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import time
-from typing import Dict, Optional, Tuple
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Tuple
 
-import torch
-from safetensors.torch import load_file, save_file
+if TYPE_CHECKING:  # torch is imported where tensors are handled: `verify` needs only hashlib
+    import torch
 
 WEIGHTS = "model.safetensors"
+INDEX = "model.safetensors.index.json"
 SIDECAR = "checkpoint.json"
-FORMAT = "floe-checkpoint-1"
+FORMAT = "floe-checkpoint-2"
+FORMAT_V1 = "floe-checkpoint-1"
+# Hugging Face's usual shard size; a folder under it has a single model.safetensors
+MAX_SHARD_BYTES = 5 * 10 ** 9
+# copied from the policy's tokenizer folder when present (generation_config.json is written, not copied)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
+                   "added_tokens.json", "vocab.json", "merges.txt", "tokenizer.model")
 
 
 def version_dir(publish_dir: str, version: int) -> str:
     return os.path.join(publish_dir, f"v{version}")
-
-
-def _dedupe(sd: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
-    """Drop aliases of already-listed storage (tied embeddings); safetensors refuses shared tensors."""
-    seen, out = set(), {}
-    for k, v in sd.items():
-        key = (v.data_ptr(), v.shape, v.stride()) if v.numel() else (k,)
-        if key in seen:
-            continue
-        seen.add(key)
-        out[k] = v.detach().contiguous().cpu()
-    return out
 
 
 def sha256_file(path: str, chunk: int = 1 << 24) -> str:
@@ -48,48 +71,222 @@ def sha256_file(path: str, chunk: int = 1 << 24) -> str:
             h.update(b)  # hashlib releases the GIL on large buffers
 
 
-def save(state_dict: Dict[str, torch.Tensor], out_dir: str, version: int, config: dict,
-         dtype: Optional[torch.dtype] = None, extra: Optional[dict] = None,
-         timings: Optional[dict] = None) -> str:
-    """Write ``out_dir`` (a version folder) atomically; return the safetensors path.
+def _hash_many(paths: List[str]) -> List[str]:
+    """sha256 of each path, a few files at a time (hashlib releases the GIL)."""
+    if len(paths) <= 1:
+        return [sha256_file(p) for p in paths]
+    with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
+        return list(pool.map(sha256_file, paths))
+
+
+# ------------------------------------------------------------------------------ writing
+def _dedupe(sd: Dict[str, "torch.Tensor"]) -> Dict[str, "torch.Tensor"]:
+    """Drop aliases of already-listed storage (tied embeddings); safetensors refuses shared tensors."""
+    seen, out = set(), {}
+    for k, v in sd.items():
+        key = (v.data_ptr(), v.shape, v.stride()) if v.numel() else (k,)
+        if key in seen:
+            continue
+        seen.add(key)
+        out[k] = v.detach().contiguous().cpu()
+    return out
+
+
+def _cpu_tensors(sd: Dict[str, "torch.Tensor"], dtype) -> Dict[str, "torch.Tensor"]:
+    """CPU (and ``dtype``) copies of ``sd`` that keep its aliasing: names that share one tensor
+    (tied embeddings) get one shared result, so transformers' save_pretrained still sees them tied."""
+    memo: Dict[tuple, "torch.Tensor"] = {}
+    out = {}
+    for k, v in sd.items():
+        v = v.detach()
+        key = (v.device, v.data_ptr(), tuple(v.shape), tuple(v.stride()), v.dtype) if v.numel() else ("empty", k)
+        if key not in memo:
+            t = v.to(dtype) if (dtype is not None and v.is_floating_point()) else v
+            memo[key] = t.contiguous().cpu()
+        out[k] = memo[key]
+    return out
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _write_hf(folder: str, module, tensors: Dict[str, "torch.Tensor"], max_shard_bytes: int, dtype,
+              tokenizer_dir: Optional[str], stop_token_ids: Optional[Iterable[int]]) -> None:
+    """``folder`` becomes a Hugging Face model folder: transformers' ``save_pretrained`` writes
+    config.json, generation_config.json and the (sharded) safetensors with its own names and its
+    own tied-weight rule (the output embedding of a tied model is left out); then the tokenizer
+    files are copied in and the generation config's eos_token_id lists the tokenizer's stop ids."""
+    from transformers.utils import logging as hf_logging
+
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # no "Writing model shards" bar on every publish
+    try:
+        module.save_pretrained(folder, state_dict=tensors, max_shard_size=int(max_shard_bytes))
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
+    if dtype is not None:  # config.json names the module's dtype; say what was written
+        _patch_json(os.path.join(folder, "config.json"),
+                    lambda c: c.update({k: _dtype_name(dtype) for k in ("dtype", "torch_dtype") if k in c}))
+    stops = [int(t) for t in (stop_token_ids or [])]
+    gen = os.path.join(folder, "generation_config.json")
+    if stops and os.path.exists(gen):  # vLLM and transformers stop on every id listed here
+        _patch_json(gen, lambda g: g.update(eos_token_id=stops if len(stops) > 1 else stops[0]))
+    if tokenizer_dir:
+        for name in TOKENIZER_FILES:
+            src = os.path.join(tokenizer_dir, name)
+            if os.path.isfile(src) and not os.path.exists(os.path.join(folder, name)):
+                shutil.copyfile(src, os.path.join(folder, name))
+        cfg = os.path.join(folder, "tokenizer_config.json")
+        if os.path.exists(cfg) and "tokenizer_class" not in _read_json(cfg):
+            # without a tokenizer_class, AutoTokenizer (so vLLM and SGLang) picks the class of the
+            # model_type in config.json beside it, which may rebuild the pre-tokenizer and change the
+            # ids (seen with transformers 5: Qwen2Tokenizer over a plain byte-level BPE folder); the
+            # generic class loads tokenizer.json exactly as floe's tokenizer does
+            _patch_json(cfg, lambda c: c.update(tokenizer_class="PreTrainedTokenizerFast"))
+
+
+def _read_json(path: str):
+    with open(path) as f:
+        return json.load(f)
+
+
+def _patch_json(path: str, edit) -> None:
+    with open(path) as f:
+        obj = json.load(f)
+    edit(obj)
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def _list_files(folder: str) -> List[str]:
+    """Every file under ``folder`` (relative, '/'-separated, sorted) but the sidecar."""
+    out = []
+    for root, _, names in os.walk(folder):
+        for n in names:
+            rel = os.path.relpath(os.path.join(root, n), folder).replace(os.sep, "/")
+            if rel != SIDECAR:
+                out.append(rel)
+    return sorted(out)
+
+
+def _weight_names(folder: str) -> List[str]:
+    """The weight files of a folder: [model.safetensors.index.json, shards...] or [model.safetensors]."""
+    index = os.path.join(folder, INDEX)
+    if os.path.exists(index):
+        with open(index) as f:
+            shards = sorted(set(json.load(f).get("weight_map", {}).values()))
+        return [INDEX] + shards
+    return [WEIGHTS]
+
+
+def save(state_dict: Dict[str, "torch.Tensor"], out_dir: str, version: int, config: dict,
+         dtype: Optional["torch.dtype"] = None, extra: Optional[dict] = None,
+         timings: Optional[dict] = None, hf_module=None, tokenizer_dir: Optional[str] = None,
+         stop_token_ids: Optional[Iterable[int]] = None, max_shard_bytes: int = MAX_SHARD_BYTES) -> str:
+    """Write ``out_dir`` (a version folder) atomically; return ``published_path(out_dir)``: its
+    model.safetensors, or the folder itself when the weights are sharded.
+
+    With ``hf_module`` (the transformers model whose ``state_dict`` this is) the folder is a Hugging
+    Face model folder (see the module docstring); ``tokenizer_dir`` is the tokenizer folder to copy
+    files from and ``stop_token_ids`` go into generation_config.json. Without it: model.safetensors.
     ``timings`` (if given) receives to_cpu_ms / write_ms / sha_ms."""
+    from safetensors.torch import save_file
+
     t0 = time.perf_counter()
-    tensors = _dedupe(state_dict)
-    if dtype is not None:
-        tensors = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in tensors.items()}
+    if hf_module is not None:
+        tensors = _cpu_tensors(state_dict, dtype)
+    else:
+        tensors = _dedupe(state_dict)
+        if dtype is not None:
+            tensors = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in tensors.items()}
     out_dir = os.path.abspath(out_dir)
     tmp = f"{out_dir}.tmp-{os.getpid()}-{time.monotonic_ns()}"
     os.makedirs(tmp)
-    weights = os.path.join(tmp, WEIGHTS)
-    t1 = time.perf_counter()
-    save_file(tensors, weights, metadata={"format": "pt", "floe_version": str(version)})
-    t2 = time.perf_counter()
-    meta = {"format": FORMAT, "version": int(version), "config": config, "sha256": sha256_file(weights),
-            "bytes": os.path.getsize(weights), "created_unix": time.time()}
-    t3 = time.perf_counter()
-    if extra:
-        meta.update(extra)
-    with open(os.path.join(tmp, SIDECAR), "w") as f:
-        json.dump(meta, f, indent=1)
-    if os.path.exists(out_dir):
-        shutil.rmtree(out_dir)
-    os.makedirs(os.path.dirname(out_dir) or ".", exist_ok=True)
-    os.rename(tmp, out_dir)
+    try:
+        t1 = time.perf_counter()
+        if hf_module is not None:
+            _write_hf(tmp, hf_module, tensors, max_shard_bytes, dtype, tokenizer_dir, stop_token_ids)
+        else:
+            save_file(tensors, os.path.join(tmp, WEIGHTS), metadata={"format": "pt", "floe_version": str(version)})
+        del tensors
+        t2 = time.perf_counter()
+        names = _list_files(tmp)
+        digests = _hash_many([os.path.join(tmp, n) for n in names])
+        files = {n: {"sha256": d, "bytes": os.path.getsize(os.path.join(tmp, n))} for n, d in zip(names, digests)}
+        weights = _weight_names(tmp)
+        missing = [w for w in weights if w not in files]
+        if missing:
+            raise RuntimeError(f"writing {out_dir}: expected weight files {missing} were not written")
+        meta = {"format": FORMAT, "version": int(version), "config": config,
+                "layout": "hf" if hf_module is not None else "floe", "weights": weights,
+                "bytes": sum(files[w]["bytes"] for w in weights if w.endswith(".safetensors"))}
+        if weights == [WEIGHTS]:  # one file: keep the floe-checkpoint-1 field for old readers
+            meta["sha256"] = files[WEIGHTS]["sha256"]
+        meta.update(files=files, created_unix=time.time())
+        t3 = time.perf_counter()
+        if extra:
+            meta.update(extra)
+        with open(os.path.join(tmp, SIDECAR), "w") as f:
+            json.dump(meta, f, indent=1)
+        if os.path.exists(out_dir):
+            shutil.rmtree(out_dir)
+        os.makedirs(os.path.dirname(out_dir) or ".", exist_ok=True)
+        os.rename(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if timings is not None:
         timings.update(to_cpu_ms=round((t1 - t0) * 1e3, 1), write_ms=round((t2 - t1) * 1e3, 1),
                        sha_ms=round((t3 - t2) * 1e3, 1))
-    return os.path.join(out_dir, WEIGHTS)
+    return published_path(out_dir)
 
 
 def publish(state_dict, publish_dir: str, version: int, config: dict, **kw) -> str:
     return save(state_dict, version_dir(publish_dir, version), version, config, **kw)
 
 
+def publish_policy(policy, publish_dir: str, version: int, **kw) -> str:
+    """Publish ``policy`` as ``<publish_dir>/v<version>``: an HF model folder for ``hf:`` policies
+    (with the policy's tokenizer files and stop ids), model.safetensors for the tiny one."""
+    return save_policy(policy, version_dir(publish_dir, version), version, **kw)
+
+
+def save_policy(policy, out_dir: str, version: int, **kw) -> str:
+    if getattr(policy, "kind", None) == "hf":
+        tok = policy.tokenizer
+        kw.setdefault("hf_module", policy.module)
+        kw.setdefault("tokenizer_dir", getattr(tok, "folder", None))  # None for the byte tokenizer
+        kw.setdefault("stop_token_ids", list(getattr(tok, "stop_token_ids", []) or []))
+    return save(policy.state_dict(), out_dir, version, policy.config_dict(), **kw)
+
+
+# ------------------------------------------------------------------------------ reading
+def folder_of(path: str) -> str:
+    """A version folder, or any file in one (model.safetensors, the index, a shard) -> the folder."""
+    return os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path) or ".")
+
+
+def published_path(folder: str) -> str:
+    """What a publish answers (the trainer's ``path``): the folder's model.safetensors when the
+    weights are one file (what older clients expect), the folder itself when they are sharded."""
+    return folder if os.path.exists(os.path.join(folder, INDEX)) else os.path.join(folder, WEIGHTS)
+
+
+def _weights_entry(folder: str) -> str:
+    index = os.path.join(folder, INDEX)
+    return index if os.path.exists(index) else os.path.join(folder, WEIGHTS)
+
+
 def resolve(path: str) -> Tuple[str, str]:
-    """A version folder or its model.safetensors -> (weights path, sidecar path)."""
+    """A version folder or one of its weight files -> (weights path: model.safetensors, the index
+    or the file given, sidecar path)."""
     if os.path.isdir(path):
-        return os.path.join(path, WEIGHTS), os.path.join(path, SIDECAR)
-    return path, os.path.join(os.path.dirname(path), SIDECAR)
+        return _weights_entry(path), os.path.join(path, SIDECAR)
+    folder = os.path.dirname(path) or "."
+    return path, os.path.join(folder, SIDECAR)
 
 
 def read_meta(path: str) -> dict:
@@ -98,22 +295,142 @@ def read_meta(path: str) -> dict:
         return json.load(f)
 
 
-def load(path: str, verify: bool = True, timings: Optional[dict] = None) -> Tuple[dict, Dict[str, torch.Tensor]]:
-    """-> (sidecar metadata, state dict on CPU, memory-mapped). Raises if the sha256 does not match."""
-    weights, side = resolve(path)
+def _weight_files(path: str) -> Tuple[str, Optional[str], List[str]]:
+    """-> (folder, index name or None, safetensors names relative to the folder) for ``path``."""
+    weights, _ = resolve(path)
+    folder = os.path.dirname(os.path.abspath(weights))
+    name = os.path.basename(weights)
+    index = os.path.join(folder, INDEX)
+    if name == INDEX or (name.endswith(".safetensors") and name != WEIGHTS and os.path.exists(index)
+                         and name in _weight_names(folder)):
+        if not os.path.exists(index):
+            raise FileNotFoundError(f"no weights at {index}")
+        return folder, INDEX, _weight_names(folder)[1:]
     if not os.path.exists(weights):
-        raise FileNotFoundError(f"no weights at {weights}; expected <dir>/v<version>/{WEIGHTS}")
-    meta = {}
+        raise FileNotFoundError(f"no weights at {weights}; expected <dir>/v<version>/{WEIGHTS} "
+                                f"or {INDEX} + shards")
+    return folder, None, [name]
+
+
+def _check_files(folder: str, files: Dict[str, dict], names: Optional[Iterable[str]] = None) -> Tuple[int, int]:
+    """Verify ``files`` ({name: {sha256, bytes}}, or just the listed ``names``) in ``folder``;
+    raise ValueError naming the first file that is missing or does not match."""
+    names = sorted(files) if names is None else list(names)
+    paths = []
+    for n in names:
+        rec = files.get(n)
+        p = os.path.join(folder, n)
+        if rec is None:
+            raise ValueError(f"{p}: not listed in {SIDECAR} 'files'; the folder does not match its sidecar")
+        if not os.path.isfile(p):
+            raise ValueError(f"{p}: listed in {SIDECAR} but missing")
+        size = os.path.getsize(p)
+        if rec.get("bytes") is not None and size != int(rec["bytes"]):
+            raise ValueError(f"{p}: {size} bytes but {SIDECAR} says {rec['bytes']} (sha256 not checked)")
+        paths.append(p)
+    for p, n, got in zip(paths, names, _hash_many(paths)):
+        want = str(files[n].get("sha256", ""))
+        if got != want:
+            raise ValueError(f"{p}: sha256 {got[:12]}… does not match {SIDECAR} ({want[:12]}…)")
+    return len(paths), sum(os.path.getsize(p) for p in paths)
+
+
+def _verify(folder: str, meta: dict, weight_names: List[str], index: Optional[str]) -> None:
+    files = meta.get("files")
+    if isinstance(files, dict) and files:
+        for n in ([index] if index else []) + weight_names:
+            if n not in files:
+                raise ValueError(f"{os.path.join(folder, n)}: not listed in {SIDECAR} 'files'")
+        _check_files(folder, files)
+    elif meta.get("sha256"):  # floe-checkpoint-1: the one safetensors file
+        if index or len(weight_names) != 1:
+            raise ValueError(f"{folder}: {SIDECAR} has one sha256 but the weights are sharded")
+        _check_files(folder, {weight_names[0]: {"sha256": meta["sha256"], "bytes": meta.get("bytes")}})
+
+
+def verify_folder(path: str) -> dict:
+    """Check every file ``checkpoint.json`` lists (floe-checkpoint-2) or its model.safetensors
+    sha256 (floe-checkpoint-1). -> {files, bytes}; raises ValueError naming a file that does not
+    match (or a weights file the sidecar does not list), FileNotFoundError without a sidecar."""
+    folder = folder_of(path)
+    side = os.path.join(folder, SIDECAR)
+    if not os.path.exists(side):
+        raise FileNotFoundError(f"no {SIDECAR} in {folder}")
+    with open(side) as f:
+        meta = json.load(f)
+    files = meta.get("files")
+    if isinstance(files, dict) and files:
+        present = [n for n in _list_files(folder) if n.endswith(".safetensors") or n == INDEX]
+        for n in present:
+            if n not in files:
+                raise ValueError(f"{os.path.join(folder, n)}: not listed in {SIDECAR} 'files'")
+        n, b = _check_files(folder, files)
+    elif meta.get("sha256"):
+        n, b = _check_files(folder, {WEIGHTS: {"sha256": meta["sha256"], "bytes": meta.get("bytes")}})
+    else:
+        raise ValueError(f"{side}: lists no files and no sha256; nothing to verify")
+    return {"files": n, "bytes": b}
+
+
+def load(path: str, verify: bool = True, timings: Optional[dict] = None
+         ) -> Tuple[dict, Dict[str, "torch.Tensor"]]:
+    """A version folder (either layout, either format) or one of its weight files -> (sidecar
+    metadata ({} without one), state dict on CPU). With ``verify`` every file the sidecar lists is
+    checked first (floe-checkpoint-1: the sha256 of model.safetensors); a mismatch raises
+    ValueError naming the file."""
+    from safetensors.torch import load_file
+
+    folder, index, names = _weight_files(path)
+    side = os.path.join(folder, SIDECAR)
+    meta: dict = {}
     if os.path.exists(side):
         with open(side) as f:
             meta = json.load(f)
     t0 = time.perf_counter()
-    if verify and meta.get("sha256"):
-        digest = sha256_file(weights)
-        if digest != meta["sha256"]:
-            raise ValueError(f"{weights}: sha256 {digest[:12]}… does not match its sidecar ({meta['sha256'][:12]}…)")
+    if verify:
+        _verify(folder, meta, names, index)
     t1 = time.perf_counter()
-    sd = load_file(weights, device="cpu")
+    sd: Dict[str, "torch.Tensor"] = {}
+    for n in names:
+        part = load_file(os.path.join(folder, n), device="cpu")
+        dup = sorted(set(part) & set(sd))
+        if dup:
+            raise ValueError(f"{os.path.join(folder, n)}: tensors {dup[:3]} are also in another shard")
+        sd.update(part)
+    if index:
+        with open(os.path.join(folder, index)) as f:
+            wanted = set(json.load(f).get("weight_map", {}))
+        if wanted != set(sd):
+            raise ValueError(f"{os.path.join(folder, index)}: the shards hold {len(sd)} tensors, the index lists "
+                             f"{len(wanted)} (e.g. missing {sorted(wanted - set(sd))[:3]})")
     if timings is not None:
         timings.update(sha_ms=round((t1 - t0) * 1e3, 1), read_ms=round((time.perf_counter() - t1) * 1e3, 1))
     return meta, sd
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m floe_engine.checkpoint", description="floe checkpoint folders")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    v = sub.add_parser("verify", help="check every file checkpoint.json lists; one JSON line, exit 1 on a mismatch")
+    v.add_argument("folder")
+    a = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    folder = folder_of(a.folder)
+    try:
+        res = verify_folder(folder)
+        with open(os.path.join(folder, SIDECAR)) as f:
+            meta = json.load(f)
+    except (ValueError, FileNotFoundError, OSError) as e:
+        print(json.dumps({"ok": False, "folder": folder, "error": str(e)}), flush=True)
+        print(f"checkpoint verify: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps({"ok": True, "folder": folder, "format": meta.get("format", FORMAT_V1),
+                      "version": meta.get("version"), **res, "ms": round((time.perf_counter() - t0) * 1e3, 1)}),
+          flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,19 +1,26 @@
 """A small JSON-over-HTTP server on the standard library (no web framework).
 
-Routes map (method, path) to a function of the parsed JSON body returning
-either a JSON-able object or ``Text(...)`` (for Prometheus metrics).
-ValueError/KeyError/TypeError become 400 with an OpenAI-style error body;
-anything else is a 500 with the exception named.
+Routes map (method, path) to a function ``fn(body, headers)`` of the parsed JSON
+body and the (lower-cased) headers, returning either a JSON-able object or
+``Text(...)`` (for Prometheus metrics). A route that also takes a ``query``
+argument (``fn(body, headers, query)``) gets the URL's query string parsed
+into {name: value} (the last value of a repeated name); the path is matched
+without it. ValueError/KeyError/TypeError become 400 with an OpenAI-style
+error body, ``HTTPError`` its own status; anything else is a 500 with the
+exception named.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Tuple
+from urllib.parse import parse_qsl, urlsplit
 
-Route = Callable[[dict, Dict[str, str]], Any]
+# fn(body, headers) or fn(body, headers, query)
+Route = Callable[..., Any]
 
 
 class Text(str):
@@ -21,13 +28,29 @@ class Text(str):
 
 
 class HTTPError(Exception):
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, err_type: str = "invalid_request_error"):
         super().__init__(message)
         self.status = status
+        self.err_type = err_type
+
+
+def takes_query(fn: Callable) -> bool:
+    """Whether a route function takes the parsed query string (a ``query`` parameter or **kwargs)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "query" or p.kind == inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def parse_query(qs: str) -> Dict[str, str]:
+    return dict(parse_qsl(qs, keep_blank_values=True))
 
 
 def make_server(host: str, port: int, routes: Dict[Tuple[str, str], Route], verbose: bool = False
                 ) -> ThreadingHTTPServer:
+    with_query = {key: takes_query(fn) for key, fn in routes.items()}
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -47,23 +70,29 @@ def make_server(host: str, port: int, routes: Dict[Tuple[str, str], Route], verb
             self.wfile.write(body)
 
         def _handle(self, method: str) -> None:
-            path = self.path.split("?", 1)[0].rstrip("/") or "/"
+            url = urlsplit(self.path)
+            path = url.path.rstrip("/") or "/"
             fn = routes.get((method, path))
+            # the body is read before any answer: an unread body on a kept-alive connection would
+            # be parsed as the next request
+            n = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(n) if n else b""
             if fn is None:
                 known = sorted({p for (_, p) in routes})
                 status = 405 if any(p == path for (_, p) in routes) else 404
                 return self._send(status, {"error": {"message": f"no route {method} {path}; routes: {known}",
                                                       "type": "not_found"}})
             try:
-                n = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(n) if n else b""
                 body = json.loads(raw) if raw.strip() else {}
                 if not isinstance(body, dict):
                     raise ValueError("request body must be a JSON object")
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                self._send(200, fn(body, headers))
+                if with_query[(method, path)]:
+                    self._send(200, fn(body, headers, query=parse_query(url.query)))
+                else:
+                    self._send(200, fn(body, headers))
             except HTTPError as e:
-                self._send(e.status, {"error": {"message": str(e), "type": "invalid_request_error"}})
+                self._send(e.status, {"error": {"message": str(e), "type": e.err_type, "code": e.status}})
             except (ValueError, KeyError, TypeError, FileNotFoundError) as e:
                 msg = str(e) if not isinstance(e, KeyError) else f"missing field {e}"
                 self._send(400, {"error": {"message": msg, "type": "invalid_request_error"}})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from typing import Dict, List
 
@@ -19,7 +20,7 @@ import torch
 
 from . import checkpoint as ckpt
 from . import tokenizer
-from .httpserve import make_server, prometheus
+from .httpserve import HTTPError, make_server, prometheus
 from .logprobs import score_samples
 from .policy import build_policy, check_tokenizer
 from .sampling import SamplingParams
@@ -35,6 +36,34 @@ def _prompt_ids(prompt, tok=None) -> List[int]:
     if isinstance(prompt, list) and len(prompt) == 1:
         return _prompt_ids(prompt[0], tok)
     raise ValueError("prompt must be a string or a list of token ids (one prompt per request)")
+
+
+PAUSE_MODES = ("abort", "wait", "keep")
+# vLLM's /pause defaults to mode=abort; floe's callers (the in-place update flow: pause, load,
+# resume, with the running requests carried across) rely on /pause keeping them, so a /pause
+# without a mode keeps them here. Ask for abort or wait explicitly.
+DEFAULT_PAUSE_MODE = "keep"
+
+
+def _flag(query: dict, name: str, default: bool) -> bool:
+    v = query.get(name)
+    if v is None or v == "":
+        return default
+    s = str(v).strip().lower()
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"query parameter {name}={v!r} is not a boolean (true/false)")
+
+
+def floe_vllm_version() -> str:
+    """The floe_vllm extension's version (the same package ships both); floe_engine's if absent."""
+    try:
+        from floe_vllm import __version__ as v
+    except ImportError:  # an environment installed before floe_vllm existed
+        from . import __version__ as v
+    return v
 
 
 def sampling_params(body: dict) -> SamplingParams:
@@ -59,6 +88,11 @@ class InferenceServer:
         self.model_name = model_name
         self.tokenizer = engine.policy.tokenizer
         self.started = time.time()
+        # /pause?mode=wait holds new completions at the door while the in-flight ones finish
+        self.gate = threading.Condition()
+        self.holding = False
+        self.pause_lock = threading.Lock()  # one pause / resume at a time, in order
+        self.rpc_methods = {"floe_load_folder": self.floe_load_folder, "floe_ping": self.floe_ping}
 
     # POST /v1/completions
     def completions(self, body: dict, headers: Dict[str, str]) -> dict:
@@ -69,7 +103,11 @@ class InferenceServer:
         params = sampling_params(body)
         n = int(body.get("n", 1) or 1)
         rid = body.get("request_id") or headers.get("x-request-id")
-        req = self.engine.submit(_prompt_ids(body["prompt"], self.tokenizer), params, n=n, request_id=rid)
+        ids = _prompt_ids(body["prompt"], self.tokenizer)
+        with self.gate:
+            while self.holding:
+                self.gate.wait()
+            req = self.engine.submit(ids, params, n=n, request_id=rid)
         req.done.wait()
         resp = completion_response(req, body.get("model") or self.model_name,
                                    return_token_ids=bool(body.get("return_token_ids", False)), tok=self.tokenizer)
@@ -88,33 +126,111 @@ class InferenceServer:
         tokenizer.validate_ids(ids, self.engine.policy.vocab_size)
         return {"prompt": self.tokenizer.decode(ids)}
 
+    def _load_weights(self, path: str, version=None, verify: bool = True) -> dict:
+        """Load a published folder (either layout, either checkpoint format) in place, between
+        scheduler steps; running sequences get their caches rebuilt under the new weights."""
+        t0 = time.perf_counter()
+        timings: dict = {}
+        meta, sd = ckpt.load(path, verify=verify, timings=timings)
+        check_tokenizer(meta, self.tokenizer, f"checkpoint {path}")
+        if version is None or version == "":
+            version = meta.get("version")
+        if version is None:
+            raise ValueError("no version given and the checkpoint sidecar has none")
+        if meta.get("version") is not None and int(meta["version"]) != int(version):
+            raise ValueError(f"asked for version {version} but {path} holds version {meta['version']}")
+        files = meta.get("files") if isinstance(meta.get("files"), dict) else None
+        rebuilt = self.engine.update_weights(sd, int(version), timings)
+        return {"version": int(version), "load_ms": round((time.perf_counter() - t0) * 1e3, 2),
+                "files": len(files) if files else 1,
+                "bytes": sum(int(f.get("bytes") or 0) for f in files.values()) if files else meta.get("bytes"),
+                "rebuilt_sequences": rebuilt, "timings": timings}
+
     def update_weights(self, body: dict, headers) -> dict:
         path = body.get("path") or body.get("model_path")
         if not path:
             raise ValueError("missing field 'path' (a published version folder or its model.safetensors)")
-        t0 = time.perf_counter()
-        timings: dict = {}
-        meta, sd = ckpt.load(path, verify=bool(body.get("verify", True)), timings=timings)
-        check_tokenizer(meta, self.tokenizer, f"checkpoint {path}")
-        version = body.get("version", meta.get("version"))
-        if version is None:
-            raise ValueError("no version given and the checkpoint sidecar has none")
-        if meta.get("version") is not None and body.get("version") is not None and int(meta["version"]) != int(version):
-            raise ValueError(f"asked for version {version} but {path} holds version {meta['version']}")
-        rebuilt = self.engine.update_weights(sd, int(version), timings)
-        return {"ok": True, "version": int(version), "load_ms": round((time.perf_counter() - t0) * 1e3, 2),
-                "rebuilt_sequences": rebuilt, "timings": timings}
+        r = self._load_weights(path, body.get("version"), verify=bool(body.get("verify", True)))
+        return {"ok": True, "version": r["version"], "load_ms": r["load_ms"],
+                "rebuilt_sequences": r["rebuilt_sequences"], "timings": r["timings"]}
 
-    def reset_prefix_cache(self, body, headers) -> dict:
-        return {"ok": True, "dropped_entries": self.engine.reset_prefix_cache()}
+    # --- collective_rpc methods (what floe_vllm.FloeWorkerExtension answers inside vLLM) ---------
+    def floe_load_folder(self, folder: str, version=None, verify=True) -> dict:
+        if not isinstance(folder, str) or not folder:
+            raise ValueError("floe_load_folder takes args [folder] (a published version folder)")
+        return self._load_weights(folder, version, verify=verify not in (False, "false", "0", 0))
 
-    def pause(self, body, headers) -> dict:
-        self.engine.pause()
-        return {"ok": True, "paused": True}
+    def floe_ping(self) -> dict:
+        return {"floe_vllm": floe_vllm_version(), "engine": "floe-reference"}
+
+    # POST /collective_rpc {method, args, kwargs, timeout} (vLLM's dev-mode route; one worker here)
+    def collective_rpc(self, body: dict, headers) -> dict:
+        method = body.get("method")
+        if not method:
+            raise ValueError("Missing 'method' in request body")
+        args = body.get("args") or []
+        kwargs = body.get("kwargs") or {}
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise ValueError("args must be a list and kwargs an object")
+        fn = self.rpc_methods.get(method) if isinstance(method, str) else None
+        if fn is None:  # vLLM's run_method: NotImplementedError, answered 501
+            raise HTTPError(501, f"Method {method!r} is not implemented.", "NotImplementedError")
+        return {"results": [fn(*args, **kwargs)]}
+
+    def reset_prefix_cache(self, body, headers, query=None) -> dict:
+        # vLLM answers {"success": bool}; its reset_running_requests / reset_external are accepted
+        return {"ok": True, "success": True, "dropped_entries": self.engine.reset_prefix_cache()}
+
+    # POST /pause?mode=abort|wait|keep (vLLM's route; floe's default is keep, see DEFAULT_PAUSE_MODE)
+    def pause(self, body, headers, query=None) -> dict:
+        query = dict(query or {})
+        mode = query.get("mode") or body.get("mode")
+        if not mode:  # vLLM's deprecated wait_for_inflight_requests=true means mode=wait
+            mode = "wait" if _flag(query, "wait_for_inflight_requests", False) else DEFAULT_PAUSE_MODE
+        if mode not in PAUSE_MODES:
+            raise ValueError(f"mode must be one of {', '.join(PAUSE_MODES)}, not {mode!r}")
+        clear = _flag(query, "clear_cache", True)  # vLLM: clear caches after draining (not for keep)
+        out = {"status": "paused", "ok": True, "paused": True, "mode": mode}
+        with self.pause_lock:
+            if mode == "wait":
+                out["waited_requests"] = self._drain_then_pause()
+            else:
+                self.engine.pause()
+            if mode == "abort":  # paused first: nothing new starts while the rest is aborted
+                out["aborted"] = self.engine.abort(None)
+            if mode != "keep" and clear:
+                out["dropped_entries"] = self.engine.reset_prefix_cache()
+        return out
+
+    def _drain_then_pause(self) -> int:
+        """Hold new completions, wait for every request already in the engine, pause, let the held
+        ones in (they queue, paused, until /resume). -> how many requests were waited for."""
+        with self.gate:
+            self.holding = True
+        try:
+            with self.engine.cv:
+                inflight = list(self.engine.requests.values())
+                frozen = self.engine.paused
+            if frozen and inflight:
+                raise HTTPError(409, f"the engine is already paused with {len(inflight)} request(s) in flight "
+                                     "(paused with mode=keep): they cannot finish; /resume first, or pause "
+                                     "with mode=abort")
+            for req in inflight:
+                req.done.wait()
+            self.engine.pause()
+            return len(inflight)
+        finally:
+            with self.gate:
+                self.holding = False
+                self.gate.notify_all()
 
     def resume(self, body, headers) -> dict:
-        self.engine.resume()
-        return {"ok": True, "paused": False}
+        with self.pause_lock:
+            self.engine.resume()
+        return {"status": "resumed", "ok": True, "paused": False}
+
+    def is_paused(self, body, headers) -> dict:
+        return {"is_paused": bool(self.engine.paused or self.holding)}
 
     def abort(self, body, headers) -> dict:
         ids = body.get("request_ids")
@@ -122,7 +238,8 @@ class InferenceServer:
             ids = None
         elif not isinstance(ids, list):
             raise ValueError("request_ids must be a list of request ids")
-        return {"ok": True, "aborted": self.engine.abort(ids)}
+        # "aborted" counts sequences (a request of n samples counts n); an empty list aborts nothing
+        return {"status": "aborted", "ok": True, "aborted": self.engine.abort(ids)}
 
     def logprobs(self, body, headers) -> dict:
         samples = body.get("samples")
@@ -182,7 +299,9 @@ class InferenceServer:
             ("POST", "/flush_cache"): self.reset_prefix_cache,  # SGLang's name
             ("POST", "/pause"): self.pause,
             ("POST", "/resume"): self.resume,
+            ("GET", "/is_paused"): self.is_paused,
             ("POST", "/abort_requests"): self.abort,
+            ("POST", "/collective_rpc"): self.collective_rpc,
             ("POST", "/logprobs"): self.logprobs,
             ("GET", "/health"): self.health,
             ("GET", "/v1/models"): self.models,

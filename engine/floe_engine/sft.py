@@ -10,7 +10,8 @@ Each JSONL line is one of
     tokenizer, loss on the completion, the tokenizer's EOS appended to the completion so the
     policy learns to stop.
 The loss is the mean NLL over all trained tokens of the batch. Writes
-DIR/v<version>/model.safetensors (+ checkpoint.json) and DIR/sft_summary.json; the
+DIR/v<version>/ (model.safetensors, or a Hugging Face model folder for hf: models; see
+checkpoint.py) and DIR/sft_summary.json; the
 greedy exact-match check runs on prompt/completion rows only (masked rows are skipped:
 they have no single completion to match), and the summary says which.
 """
@@ -166,8 +167,8 @@ def main(argv=None) -> dict:
             print(f"[sft] step {step}/{a.steps} loss {float(loss.detach()):.4f} grad_norm {gn:.3f} lr {lr:.2e} "
                   f"{el:.1f}s ({el / step:.3f}s/step)", flush=True)
     train_s = time.perf_counter() - t0
-    path = ckpt.publish(policy.state_dict(), a.out, a.version, policy.config_dict(),
-                        extra={"sft": {"data": os.path.abspath(a.data), "steps": a.steps}})
+    path = ckpt.publish_policy(policy, a.out, a.version,
+                               extra={"sft": {"data": os.path.abspath(a.data), "steps": a.steps}})
     n_eval = min(a.eval, len(pairs)) if a.eval > 0 else 0
     em = exact_match(policy, rng.sample(pairs, n_eval)) if n_eval else None
     if n_eval:

@@ -269,12 +269,13 @@ class Trainer:
         self.last_metrics: dict = {}
 
     def published_path(self, version: Optional[int] = None) -> str:
-        return os.path.join(ckpt.version_dir(self.publish_dir, self.version if version is None else version),
-                            ckpt.WEIGHTS)
+        """The version's model.safetensors, or its folder when the weights are sharded."""
+        return ckpt.published_path(ckpt.version_dir(self.publish_dir, self.version if version is None else version))
 
     def publish(self, timings: Optional[dict] = None) -> str:
-        return ckpt.publish(self.policy.state_dict(), self.publish_dir, self.version, self.policy.config_dict(),
-                            dtype=self.publish_dtype, timings=timings)
+        # hf: policies publish a Hugging Face model folder (vLLM / SGLang load it as is)
+        return ckpt.publish_policy(self.policy, self.publish_dir, self.version, dtype=self.publish_dtype,
+                                   timings=timings)
 
     def ensure_published(self) -> str:
         path = self.published_path()
