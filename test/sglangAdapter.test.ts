@@ -1,0 +1,359 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildWarmStart, type GoldTrajectory } from '../infra/warmstart.js';
+import { startEmbeddedGpu, type EmbeddedGpu } from '../infra/engines.js';
+import { repoRoot } from '../infra/settings.js';
+import { modelFolder } from '../activities/modelFolder.js';
+import { SglangAdapter, sglangGauge, SGLANG_VERSION } from '../activities/engines/sglang.js';
+import { EngineHttpError, engineHttp, type EngineEndpoint, type GenerateRequest } from '../activities/engines/adapter.js';
+import { settings } from './helpers/platform.js';
+import { startSglangDouble, SGLANG_DOUBLE_VERSION, type SglangDouble } from './helpers/sglangDouble.js';
+
+/** floe's SGLang adapter against a double of SGLang 0.5.23 (test/helpers/sglangDouble.ts),
+ *  which generates with a real reference engine (a briefly warm-started tiny policy on CPU)
+ *  and a reference trainer that publishes the folders loaded here. */
+
+const EOS = 256;
+let gpu: EmbeddedGpu;
+let checkpoint: string;
+let backend: string;
+/** a server with none of SGLang's routes (/health answers JSON, /metrics has vLLM's gauges): what
+ *  the adapter meets when pointed at the wrong server */
+let notSglang: { url: string; close(): Promise<void> };
+/** as fast as the backend */
+let fast: SglangDouble;
+/** releases 25 ids a second, so pauses and aborts land on requests in flight */
+let slow: SglangDouble;
+/** launched without --enable-metrics */
+let bare: SglangDouble;
+const RATE = 25;
+
+const ep = (d: { url: string }, id: string): EngineEndpoint => ({ id, url: d.url, node: 'local', kind: 'sglang' });
+const adapter = (d: { url: string }, id = 'sglang-test') => new SglangAdapter(ep(d, id));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const PROMPT = [...Buffer.from('floe talks to SGLang: ')];
+let seq = 0;
+const req = (over: Partial<GenerateRequest> = {}): GenerateRequest => ({ requestId: `t-${process.pid}-${seq++}`, promptIds: PROMPT, maxTokens: 16, temperature: 0, topP: 1, stopTokenIds: [], ...over });
+
+async function post(url: string, route: string, body?: unknown) {
+  const res = await fetch(`${url}${route}`, { method: 'POST', headers: body === undefined ? undefined : { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  let json: unknown = null;
+  try { json = text ? JSON.parse(text) : null; } catch { /* text */ }
+  return { status: res.status, text, json };
+}
+const getJson = async <T>(url: string) => (await (await fetch(url)).json()) as T;
+const backendVersion = async () => (await getJson<{ version: number }>(`${backend}/health`)).version;
+
+/** The backend's own answer, for what the double must reproduce. */
+async function direct(o: { prompt: number[]; maxTokens: number; temperature: number; seed?: number; stop?: number[] }) {
+  const r = await post(backend, '/v1/completions', { prompt: o.prompt, max_tokens: o.maxTokens, temperature: o.temperature, seed: o.seed, stop_token_ids: o.stop ?? [], logprobs: 1, return_token_ids: true });
+  const c = (r.json as { choices: { token_ids: number[]; logprobs: { token_logprobs: number[] }; finish_reason: string }[] }).choices[0];
+  return { ids: c.token_ids, lps: c.logprobs.token_logprobs, finish: c.finish_reason };
+}
+
+async function startNotSglang(): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer((q, res) => {
+    q.resume();
+    q.on('end', () => {
+      const send = (status: number, body: string, type = 'application/json') => { res.writeHead(status, { 'content-type': type }); res.end(body); };
+      if (q.method === 'GET' && q.url === '/health') return send(200, JSON.stringify({ status: 'ok' }));
+      if (q.method === 'GET' && q.url === '/metrics') return send(200, 'vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n', 'text/plain');
+      send(404, JSON.stringify({ detail: 'Not Found' }));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }) };
+}
+
+async function rejection(p: Promise<unknown>): Promise<EngineHttpError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).toBeInstanceOf(EngineHttpError);
+    return err as EngineHttpError;
+  }
+  throw new Error('expected the call to fail');
+}
+
+beforeAll(async () => {
+  // a tiny policy taught one sentence (the byte tokenizer; no sandbox needed)
+  const text = [...Buffer.from('floe talks to SGLang: generate, pause, load, flush, resume. ')];
+  const gold: GoldTrajectory[] = [{ taskId: 'sglang-double', ids: [...text, EOS], lossMask: [...text.map((_, i) => (i < 22 ? 0 : 1)), 1], replies: [text.length - 22 + 1] }];
+  checkpoint = await buildWarmStart(settings, gold, { steps: 4, lr: 1e-3, model: 'tiny', seed: 0, batchSize: 2 });
+  gpu = await startEmbeddedGpu(settings, { count: 1, checkpoint, publishDir: path.join(repoRoot, '.floe', 'test-weights', `${process.pid}-sglang`), trainer: true });
+  backend = gpu.engines[0].url;
+  notSglang = await startNotSglang();
+  fast = await startSglangDouble({ backend, launchCheckpoint: checkpoint, deterministicInference: true });
+  slow = await startSglangDouble({ backend, launchCheckpoint: checkpoint, deterministicInference: true, tokensPerSecond: RATE });
+  bare = await startSglangDouble({ backend, launchCheckpoint: checkpoint, metrics: false });
+}, 600_000);
+
+afterAll(async () => {
+  await Promise.all([fast?.close(), slow?.close(), bare?.close(), notSglang?.close()]);
+  await gpu?.stop();
+});
+
+describe('SGLang adapter (against the SGLang 0.5.23 double)', () => {
+  it('is pinned to the release the double reproduces', () => {
+    expect(SGLANG_VERSION).toBe(SGLANG_DOUBLE_VERSION);
+    const a = adapter(fast);
+    expect([a.kind, a.inPlaceUpdates]).toEqual(['sglang', false]);
+  });
+
+  it('generates from token ids: the ids, one logprob each and the finish reason, as the engine made them', async () => {
+    const want = await direct({ prompt: PROMPT, maxTokens: 12, temperature: 0 });
+    const r = await adapter(fast).generate(req({ maxTokens: 12 }));
+    expect(r.tokenIds).toEqual(want.ids);
+    expect(r.logprobs).toHaveLength(r.tokenIds.length);
+    r.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(want.lps[i], 4));
+    expect(r.finishReason).toBe(want.finish);
+    expect(r.versions).toBeNull();
+    // what went over the wire: SGLang's native request
+    const sent = fast.requests.filter((q) => q.route === '/generate').at(-1)!.body as Record<string, unknown>;
+    expect(sent).toMatchObject({ input_ids: PROMPT, return_logprob: true, logprob_start_len: -1, stream: false, sampling_params: { max_new_tokens: 12, temperature: 0, top_p: 1, stop_token_ids: [] } });
+    expect(typeof sent.rid).toBe('string');
+  });
+
+  it('a sampled request with a seed is the backend\'s sample for that seed (--enable-deterministic-inference)', async () => {
+    const want = await direct({ prompt: PROMPT, maxTokens: 10, temperature: 1, seed: 7 });
+    const r = await adapter(fast).generate(req({ maxTokens: 10, temperature: 1, seed: 7 }));
+    expect(r.tokenIds).toEqual(want.ids);
+  });
+
+  it('stops on a stop id, which is the last id returned (SGLang keeps it in output_ids)', async () => {
+    const greedy = await direct({ prompt: PROMPT, maxTokens: 24, temperature: 0 });
+    let j = greedy.ids.findIndex((t, i) => i >= 2 && greedy.ids.indexOf(t) === i && t !== EOS);
+    if (j < 0) j = 0;
+    const stopId = greedy.ids[j];
+    const r = await adapter(fast).generate(req({ maxTokens: 24, stopTokenIds: [stopId] }));
+    expect(r.finishReason).toBe('stop');
+    expect(r.tokenIds).toEqual(greedy.ids.slice(0, j + 1));
+    expect(r.tokenIds.at(-1)).toBe(stopId);
+    expect(r.logprobs).toHaveLength(j + 1);
+    // the raw answer: output_ids ends in the matched id, finish_reason {type: stop, matched}
+    const raw = await post(fast.url, '/generate', adapter(fast).generateBody(req({ maxTokens: 24, stopTokenIds: [stopId] })));
+    const body = raw.json as { output_ids: number[]; meta_info: { finish_reason: unknown; completion_tokens: number } };
+    expect(body.output_ids.at(-1)).toBe(stopId);
+    expect(body.meta_info.finish_reason).toEqual({ type: 'stop', matched: stopId });
+    expect(body.meta_info.completion_tokens).toBe(j + 1);
+  });
+
+  it('a pause during a long generation aborts it with the ids made so far; requests sent while paused wait for resume', async () => {
+    const a = adapter(slow);
+    // a seed whose sample runs long, so the pause lands mid-generation
+    let seed = 0;
+    let long = await direct({ prompt: PROMPT, maxTokens: 120, temperature: 1, seed });
+    for (let s = 1; s < 24 && long.ids.length < 60; s++) {
+      const d = await direct({ prompt: PROMPT, maxTokens: 120, temperature: 1, seed: s });
+      if (d.ids.length > long.ids.length) { long = d; seed = s; }
+    }
+    expect(long.ids.length).toBeGreaterThanOrEqual(30);
+    const started = Date.now();
+    const g = a.generate(req({ maxTokens: 120, temperature: 1, seed }));
+    await sleep(500);
+    expect(await a.load()).toEqual({ running: 1, waiting: 0 });
+    await a.pause();
+    const r = await g;
+    expect(r.finishReason).toBe('abort');
+    expect(r.tokenIds.length).toBeGreaterThan(0);
+    expect(r.tokenIds.length).toBeLessThan(long.ids.length);
+    expect(r.tokenIds.length).toBeLessThanOrEqual(Math.ceil(((Date.now() - started) / 1000) * RATE));
+    expect(r.tokenIds).toEqual(long.ids.slice(0, r.tokenIds.length));
+    expect(r.logprobs).toHaveLength(r.tokenIds.length);
+    expect(await a.load()).toEqual({ running: 0, waiting: 0 });
+
+    let settled = false;
+    const held = a.generate(req({ maxTokens: 3 })).finally(() => { settled = true; });
+    await sleep(600);
+    expect(settled).toBe(false);
+    await a.resume();
+    const h = await held;
+    expect(h.tokenIds.length).toBeGreaterThan(0);
+    expect(h.finishReason).not.toBe('abort');
+  });
+
+  it('aborts one request by id, or all', async () => {
+    const a = adapter(slow);
+    const one = req({ maxTokens: 100, temperature: 1, seed: 3 });
+    const g = a.generate(one);
+    await sleep(300);
+    await a.abort([one.requestId]);
+    expect((await g).finishReason).toBe('abort');
+    expect(slow.requests.filter((q) => q.route === '/abort_request').at(-1)!.body).toEqual({ rid: one.requestId });
+
+    const both = [a.generate(req({ maxTokens: 100, temperature: 1, seed: 4 })), a.generate(req({ maxTokens: 100, temperature: 1, seed: 5 }))];
+    await sleep(300);
+    await a.abort();
+    for (const r of await Promise.all(both)) expect(r.finishReason).toBe('abort');
+    expect(slow.requests.filter((q) => q.route === '/abort_request').at(-1)!.body).toEqual({ abort_all: true });
+  });
+
+  it('health: an empty 200 body is healthy', async () => {
+    const res = await fetch(`${fast.url}/health`);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe('');
+    await adapter(fast).health();
+    await adapter(bare).health();
+  });
+
+  it('load() reads sglang:num_running_reqs / sglang:num_queue_reqs; without --enable-metrics it fails naming the flag', async () => {
+    expect(await adapter(fast).load()).toEqual({ running: 0, waiting: 0 });
+    const res = await fetch(`${bare.url}/metrics`);
+    expect(res.status).toBe(404);
+    expect(await res.json()).toEqual({ detail: 'Not Found' });
+    const err = await rejection(adapter(bare).load());
+    expect(err.status).toBe(404);
+    expect(err.fix).toMatch(/--enable-metrics/);
+    // an exposition without the gauges (another server's) is an error naming the flag too
+    const ref = await rejection(new SglangAdapter({ id: 'other', url: notSglang.url, node: 'local', kind: 'sglang' }).load());
+    expect(ref.message).toMatch(/sglang:num_running_reqs/);
+    expect(ref.fix).toMatch(/--enable-metrics/);
+  });
+
+  it('sums a gauge over DP ranks, once per batch (TP rank 0) and the total only under priority scheduling', () => {
+    const text = [
+      '# TYPE sglang:num_running_reqs gauge',
+      'sglang:num_running_reqs{dp_rank="0",model_name="m",priority="",tp_rank="0"} 3.0',
+      'sglang:num_running_reqs{dp_rank="0",model_name="m",priority="1",tp_rank="0"} 3.0',
+      'sglang:num_running_reqs{dp_rank="0",model_name="m",priority="",tp_rank="1"} 3.0',
+      'sglang:num_running_reqs{dp_rank="1",model_name="m",priority="",tp_rank="0"} 2.0',
+      'sglang:num_running_reqs_total 9',
+    ].join('\n');
+    expect(sglangGauge(text, 'sglang:num_running_reqs')).toBe(5);
+    expect(sglangGauge(text, 'sglang:num_queue_reqs')).toBeNull();
+  });
+
+  it('routes vLLM has and SGLang lacks are 404 {"detail":"Not Found"} (missingRoute), with a fix from the adapter', async () => {
+    for (const route of ['/pause', '/resume', '/is_paused', '/collective_rpc', '/abort_requests', '/update_weights', '/reset_prefix_cache', '/sleep']) {
+      const err = await rejection(engineHttp(ep(fast, 'sg'), route, { body: {} }));
+      expect([route, err.status, err.missingRoute]).toEqual([route, 404, true]);
+      expect(err.message).toContain('{"detail":"Not Found"}');
+    }
+    const get = await rejection(engineHttp(ep(fast, 'sg'), '/generate'));
+    expect([get.status, get.missingRoute]).toEqual([405, true]);
+    // a server without SGLang's routes: the adapter says what to run
+    const ref = new SglangAdapter({ id: 'other', url: notSglang.url, node: 'local', kind: 'sglang' });
+    for (const call of [() => ref.pause(), () => ref.resume(), () => ref.generate(req()), () => ref.abort(['x'])]) {
+      const err = await rejection(call());
+      expect(err.missingRoute).toBe(true);
+      expect(err.fix).toMatch(/SGLang 0\.5\.23/);
+    }
+  });
+
+  it('a prompt past the context is a 400 (as is prompt + max_new_tokens past it)', async () => {
+    const ctx = (await getJson<{ max_model_len: number }>(`${backend}/health`)).max_model_len;
+    const tooLong = await rejection(adapter(fast).generate(req({ promptIds: Array.from({ length: ctx }, () => 97) })));
+    expect(tooLong.status).toBe(400);
+    expect(tooLong.message).toMatch(/longer than the model's context length/);
+    const total = await rejection(adapter(fast).generate(req({ promptIds: Array.from({ length: ctx - 10 }, () => 97), maxTokens: 20 })));
+    expect(total.status).toBe(400);
+    expect(total.message).toMatch(/maximum context length/);
+  });
+
+  it('the double refuses what SGLang refuses: an unknown sampling param, a missing body', async () => {
+    const r = await post(fast.url, '/generate', { input_ids: PROMPT, sampling_params: { max_new_tokens: 2, seed: 1 } });
+    expect(r.status).toBe(400);
+    expect((r.json as { error: string }).error).toMatch(/^unknown field `seed`, expected one of `max_new_tokens`/);
+    const nobody = await post(fast.url, '/continue_generation');
+    expect(nobody.status).toBe(400);
+    expect(nobody.json).toMatchObject({ object: 'error', type: 'Bad Request', code: 400 });
+  });
+
+  it('flush_cache is refused while a request runs; flushCache() waits for idle', async () => {
+    const a = adapter(slow);
+    let done = 0;
+    const g = a.generate(req({ maxTokens: 20, temperature: 1, seed: 11 })).then((r) => { done = Date.now(); return r; });
+    await sleep(200);
+    const busy = await post(slow.url, '/flush_cache');
+    expect(busy.status).toBe(400);
+    expect(busy.text).toBe('Flush cache failed.\n');
+    await a.flushCache();
+    const flushed = Date.now();
+    expect((await g).finishReason).not.toBe('abort');
+    expect(done).toBeGreaterThan(0);
+    expect(done).toBeLessThanOrEqual(flushed);
+    const ok = await post(slow.url, '/flush_cache');
+    expect([ok.status, ok.text.startsWith('Cache flushed.')]).toEqual([200, true]);
+  });
+
+  it('probe: every capability on an idle server, without pausing a busy one, and what a non-SGLang server lacks', async () => {
+    const loadsBefore = fast.requests.filter((q) => q.route === '/update_weights_from_disk').length;
+    const v = await adapter(fast).probe();
+    expect(v.map((x) => x.capability)).toEqual(['health', 'generate', 'logprobs', 'metrics', 'pause', 'resume', 'abort', 'flush_cache', 'load_weights', 'weight_versions']);
+    expect(v.filter((x) => !x.ok).map((x) => [x.capability, x.optional])).toEqual([['weight_versions', true]]);
+    expect(v.find((x) => x.capability === 'health')!.detail).toMatch(/empty body.*SGLang 0\.5\.23/);
+    // nothing was loaded: the one load_weights request had no model_path
+    expect(fast.requests.filter((q) => q.route === '/update_weights_from_disk').slice(loadsBefore).map((q) => q.body)).toEqual([{}]);
+    expect(await backendVersion()).toBe(0);
+
+    // without metrics, pause and resume are checked without pausing
+    const b = await adapter(bare).probe();
+    expect(b.find((x) => x.capability === 'metrics')).toMatchObject({ ok: false, fix: expect.stringMatching(/--enable-metrics/) });
+    expect(b.find((x) => x.capability === 'pause')).toMatchObject({ ok: true, detail: expect.stringMatching(/not paused/) });
+    expect(bare.requests.some((q) => q.route === '/pause_generation' && (q.body as { mode?: string }).mode === 'abort')).toBe(false);
+
+    // a paused server (a weight update under way, say) is left paused
+    await adapter(fast).pause();
+    const p = await adapter(fast).probe();
+    expect(p.find((x) => x.capability === 'resume')).toMatchObject({ ok: true, detail: expect.stringMatching(/ready is 503/) });
+    expect(p.find((x) => x.capability === 'health')).toMatchObject({ ok: false, detail: expect.stringMatching(/paused/) });
+    expect((await fetch(`${fast.url}/ready`)).status).toBe(503);
+    await adapter(fast).resume();
+
+    // a busy server is not paused: its request runs to its end
+    const g = adapter(slow).generate(req({ maxTokens: 60, temperature: 1, seed: 2 }));
+    await sleep(300);
+    const s = await adapter(slow).probe();
+    expect(s.find((x) => x.capability === 'pause')).toMatchObject({ ok: true, detail: expect.stringMatching(/1 running and 0 queued, so not paused/) });
+    expect((await g).finishReason).not.toBe('abort');
+
+    // a server that is not SGLang: no /generate, no sglang gauges, no pause_generation
+    const r = await new SglangAdapter({ id: 'other', url: notSglang.url, node: 'local', kind: 'sglang' }).probe();
+    for (const cap of ['generate', 'logprobs', 'metrics', 'pause'] as const) expect([cap, r.find((x) => x.capability === cap)!.ok]).toEqual([cap, false]);
+    expect(r.find((x) => x.capability === 'generate')!.fix).toMatch(/SGLang 0\.5\.23/);
+  });
+
+  it('loads a published folder as a version: paused, loaded, flushed, resumed; a bad folder is refused', async () => {
+    const step = await post(gpu.trainer!.url, '/train_step', { samples: [{ prompt_ids: PROMPT, completion_ids: [...Buffer.from('load me')], advantage: 1 }], config: { lr: 1e-3, advantage: 'given' } });
+    expect(step.status).toBe(200);
+    const published = step.json as { version: number; path: string };
+    expect(published.version).toBe(1);
+    const folder = modelFolder(published.path);
+    const a = adapter(fast);
+    await a.pause();
+    const { loadMs } = await a.loadWeights(folder, 1);
+    expect(loadMs).toBeGreaterThanOrEqual(0);
+    await a.flushCache();
+    await a.resume();
+    expect(fast.requests.filter((q) => q.route === '/update_weights_from_disk').at(-1)!.body).toEqual({ model_path: folder, weight_version: '1', abort_all_requests: true, flush_cache: false });
+    expect(await backendVersion()).toBe(1);
+    expect(await getJson<{ model_path: string; weight_version: string }>(`${fast.url}/get_model_info`)).toMatchObject({ model_path: folder, weight_version: '1' });
+    const raw = await post(fast.url, '/generate', a.generateBody(req({ maxTokens: 3 })));
+    expect((raw.json as { meta_info: { weight_version: string } }).meta_info.weight_version).toBe('1');
+    expect((await a.generate(req({ maxTokens: 3 }))).versions).toBeNull();
+
+    const bad = await rejection(a.loadWeights(path.join(folder, 'no-such-folder'), 2));
+    expect(bad.status).toBe(400);
+    expect(bad.message).toMatch(/Failed to get weights iterator/);
+    expect(await backendVersion()).toBe(1);
+  });
+
+  it('a restart drops requests and refuses connections, then recovers with its launch weights', async () => {
+    const a = adapter(slow);
+    const inFlight = a.generate(req({ maxTokens: 100, temperature: 1, seed: 1 }));
+    await sleep(300);
+    const restarting = slow.restart({ downMs: 1500 });
+    expect((await rejection(inFlight)).unreachable).toBe(true);
+    await sleep(300);
+    const down = await rejection(a.health());
+    expect([down.status, down.unreachable]).toEqual([0, true]);
+    await restarting;
+    await a.health();
+    expect(await backendVersion()).toBe(0);
+    expect(await getJson<{ weight_version: string; model_path: string }>(`${slow.url}/model_info`)).toMatchObject({ weight_version: 'default', model_path: checkpoint });
+    expect((await a.generate(req({ maxTokens: 4 }))).tokenIds.length).toBeGreaterThan(0);
+  });
+});
