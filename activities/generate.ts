@@ -6,7 +6,10 @@ import { renderSpec, type RenderSpec } from '../core/renderSpec.js';
 import { conversation, SYSTEM_PROMPT, toolSchemas, type TurnRecord } from '../core/harness.js';
 import type { RouterPolicy } from '../core/router.js';
 import { endsTurn, nextPrompt, renderDrift, type RenderDrift, type TurnTokens } from '../core/tokenPath.js';
-import { complete, EngineHttpError, type CompletionChoice, type EngineEndpoint } from './engineClient.js';
+import { randomUUID } from 'node:crypto';
+import { abortedByUpdate, attribute, emptyTurn, labelsAgree, extendTurn, MAX_REQUESTS_PER_TURN, resubmission, servable, type EngineWeights, type TurnSoFar } from '../core/weightVersions.js';
+import { adapterFor, EngineHttpError, type EngineEndpoint, type FinishReason, type GenerateResult } from './engines/index.js';
+import { EngineVersions } from './engines/versions.js';
 import { LiveRouter } from './router.js';
 import type { Renderer, Renderers } from './renderer.js';
 
@@ -62,6 +65,8 @@ function heartbeat(): void {
 }
 
 export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, renderers: Renderers) {
+  const weightsDb = new EngineVersions(pool);
+  router.onUnreachable = async (e) => { await weightsDb.markUnknown(e); };
   async function history(input: GenerateTurnInput): Promise<{ messages: ReturnType<typeof conversation>; earlier: TurnTokens[] }> {
     const task = await pool.query<{ problem: string }>(`select instance->>'problemStatement' as problem from tasks where task_id = $1`, [input.taskId]);
     if (!task.rowCount) throw ApplicationFailure.nonRetryable(`task ${input.taskId} is not in the tasks table; load the pool first`, 'UnknownTask');
@@ -107,38 +112,129 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
     const r = await renderers.get(input.render ?? renderSpec({})); // histories from before the token path: the tiny policy's
     const p = await prompt(r, input);
     const tried: string[] = [];
-    for (;;) {
-      const placed = await router.place(input.router, input.engines, input.rolloutId, tried, input.groupId);
-      if (!placed) throw new Error(`no healthy engine for rollout ${input.rolloutId} (tried ${tried.join(', ') || 'none'}); check the engines' /health`);
-      const { engine } = placed;
-      await pool.query(`insert into engine_events (run_id, engine_id, event, running, waiting, inflight, detail) values ($1, $2, 'placed', $3, $4, $5, $6)`,
-        [input.runId, engine.id, placed.load.running, placed.load.waiting, placed.load.inflight, JSON.stringify({ rolloutId: input.rolloutId, turn: input.turnIndex, policy: input.router })]);
+    let soFar = emptyTurn();
+    let last: EngineEndpoint | null = null;
+    let genMs = 0;
+    for (let seq = 0; ; seq++) {
+      if (seq >= MAX_REQUESTS_PER_TURN) throw new Error(`rollout ${input.rolloutId} turn ${input.turnIndex}: ${seq} requests were aborted or dropped by weight updates; the turn is retried`);
+      const next = resubmission(p.prompt, soFar, input.sampling.maxTokensPerTurn);
+      if (next.maxTokens === 0) return record(input, last!, r, p, soFar, 'length', genMs);
+      const placed = await placeServing(input, tried);
+      if (!placed) throw new Error(`no healthy engine for rollout ${input.rolloutId} (tried ${tried.join(', ') || 'none'}); check the engines' /health (\`floe engine probe <url>\`)`);
+      const { engine, weights } = placed;
+      const adapter = await adapterFor(engine);
+      last = engine;
+      const requestId = `${input.rolloutId}-t${input.turnIndex}-${seq}-${randomUUID().slice(0, 8)}`;
+      await pool.query(
+        `insert into engine_requests (request_id, run_id, rollout_id, turn_index, seq, engine_id, kind, version, epoch_sent, prefix_tokens, kept_before, outcome)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'sent')`,
+        [requestId, input.runId, input.rolloutId, input.turnIndex, seq, engine.id, adapter.kind, weights.version, weights.epoch, next.promptIds.length, soFar.ids.length]);
       const started = Date.now();
+      let res: GenerateResult;
       try {
-        const res = await complete(engine, {
-          prompt: p.prompt, max_tokens: input.sampling.maxTokensPerTurn, temperature: input.sampling.temperature, top_p: input.sampling.topP,
-          user: input.rolloutId, seed: input.seed, stop_token_ids: r.info.stop_token_ids,
-        });
-        placed.done(true);
-        return await record(input, engine, r, p, res.choices[0], Date.now() - started);
+        res = await adapter.generate({
+          requestId, promptIds: next.promptIds, maxTokens: next.maxTokens, temperature: input.sampling.temperature, topP: input.sampling.topP,
+          seed: input.seed === undefined ? undefined : input.seed + 1000 * seq, stopTokenIds: r.info.stop_token_ids, user: input.rolloutId,
+        }, { timeoutMs: 300_000 });
       } catch (err) {
+        placed.done(!(err instanceof EngineHttpError) || err.status === 400);
+        await answered(requestId, null, null, 'failed', { error: (err as Error).message });
         if (err instanceof EngineHttpError && err.status === 400 && /context|too long|length/i.test(err.message)) {
-          placed.done(true);
           return { kind: 'prompt_too_long', engineId: engine.id, detail: err.message };
         }
-        placed.done(false);
-        await pool.query(`insert into engine_events (run_id, engine_id, event, detail) values ($1, $2, 'failed', $3)`, [input.runId, engine.id, JSON.stringify({ error: (err as Error).message })]);
+        if (err instanceof EngineHttpError && err.unreachable) await weightsDb.markUnknown(engine);
+        await pool.query(`insert into engine_events (run_id, engine_id, event, detail) values ($1, $2, 'failed', $3)`, [input.runId, engine.id, JSON.stringify({ error: (err as Error).message, requestId })]);
         tried.push(engine.id);
         if (tried.length >= input.engines.length) throw err; // Temporal retries the activity
+        continue;
       }
+      placed.done(true);
+      genMs += Date.now() - started;
+      if (adapter.inPlaceUpdates) {
+        // the engine rebuilt its caches under new weights itself and says which version made each id
+        if (!res.versions) throw ApplicationFailure.nonRetryable(`engine ${engine.id} (${adapter.kind}) returned no per-token weight_versions; set engines.endpoints[].kind to the server it is (vllm | sglang) so floe stamps versions itself`, 'EngineError');
+        // floe never pauses such an engine, so an abort is not an update's: the turn ends with it
+        soFar = extendTurn(soFar, res.tokenIds, res.logprobs, res.versions);
+        await answered(requestId, res, res.versions[res.versions.length - 1] ?? weights.version, 'answered', null);
+        return record(input, engine, r, p, soFar, res.finishReason, genMs);
+      }
+      const epoch = await weightsDb.epoch(input.runId, engine.id);
+      let a = attribute(weights, epoch, res.finishReason);
+      if (a.keep && !labelsAgree(a.version, res.servedLabels)) {
+        // the server says other weights made these ids: it restarted with its launch weights
+        a = { keep: false, reason: 'label_mismatch' };
+        await weightsDb.markUnknown(engine);
+      }
+      if (a.keep) soFar = extendTurn(soFar, res.tokenIds, res.logprobs, a.version);
+      const outcome = !a.keep ? 'dropped' : abortedByUpdate(weights.epoch, epoch, res.finishReason) ? 'aborted' : 'answered';
+      await answered(requestId, res, a.keep ? a.version : null, outcome, a.keep ? null : { reason: a.reason, labels: res.servedLabels ?? null }, epoch);
+      if (outcome === 'answered') return record(input, engine, r, p, soFar, res.finishReason, genMs);
+      // aborted by a weight update's pause (or its ids cannot be attributed): send again from the exact prefix
+    }
+
+    async function answered(requestId: string, res: GenerateResult | null, version: number | null, outcome: string, detail: unknown, epoch?: number): Promise<void> {
+      await pool.query(
+        `update engine_requests set answered_at = now(), generated = $2, finish_reason = $3, outcome = $4, version = coalesce($5, version), detail = $6, epoch_answered = $7 where request_id = $1`,
+        [requestId, res?.tokenIds.length ?? null, res?.finishReason ?? null, outcome, version, detail === null ? null : JSON.stringify(detail), epoch ?? null]);
     }
   }
 
-  async function record(input: GenerateTurnInput, engine: EngineEndpoint, r: Renderer, p: { inputIds: number[]; prompt: number[]; drift: RenderDrift | null }, choice: CompletionChoice, genMs: number): Promise<GeneratedTurn> {
-    const tokenIds = choice.token_ids;
-    if (!Array.isArray(tokenIds)) throw ApplicationFailure.nonRetryable(`engine ${engine.id} returned no token_ids; floe needs the generated ids (vLLM: return_token_ids, floe sends it)`, 'EngineError');
+  /** Place a request on a healthy engine that serves a known version: engines being updated
+   *  are passed over while another serves (and waited for when none does); an engine that
+   *  stopped answering is loaded with the run's current weights again first. */
+  async function placeServing(input: GenerateTurnInput, tried: string[]): Promise<{ engine: EngineEndpoint; weights: EngineWeights; load: { running: number; waiting: number; inflight: number }; done(ok: boolean): void } | null> {
+    const deadline = Date.now() + 8 * 60_000;
+    for (;;) {
+      const states = await Promise.all(input.engines.map((e) => weightsDb.get(input.runId, e)));
+      for (const [i, w] of states.entries()) if (w.state === 'unknown') await resync(input.runId, input.engines[i]);
+      const notServing = input.engines.filter((_, i) => !servable(states[i].state)).map((e) => e.id);
+      if (notServing.length < input.engines.length) {
+        const placed = await router.place(input.router, input.engines, input.rolloutId, [...tried, ...notServing], input.groupId);
+        if (!placed) return null;
+        const weights = await weightsDb.get(input.runId, placed.engine);
+        if (servable(weights.state)) {
+          await pool.query(`insert into engine_events (run_id, engine_id, event, version, running, waiting, inflight, detail) values ($1, $2, 'placed', $3, $4, $5, $6, $7)`,
+            [input.runId, placed.engine.id, weights.version, placed.load.running, placed.load.waiting, placed.load.inflight, JSON.stringify({ rolloutId: input.rolloutId, turn: input.turnIndex, policy: input.router })]);
+          return { ...placed, weights };
+        }
+        placed.done(true); // an update began between the two reads: place again
+      }
+      if (Date.now() > deadline) throw new Error(`no engine of run ${input.runId} has served a known weight version for 8 minutes (states: ${states.map((s, i) => `${input.engines[i].id}=${s.state}`).join(', ')}); check the weight update's activities`);
+      heartbeat();
+      await new Promise((res) => setTimeout(res, 200));
+    }
+  }
+
+  /** Load the run's current version into an engine that stopped answering and came back
+   *  (a restarted vLLM or SGLang serves its launch weights). One worker claims it; the rest wait. */
+  async function resync(runId: string, engine: EngineEndpoint): Promise<void> {
+    const adapter = await adapterFor(engine);
+    try {
+      await adapter.health();
+    } catch {
+      return; // still down: it stays out of rotation until it answers
+    }
+    const claim = await weightsDb.claimResync(runId, engine.id);
+    if (!claim) return;
+    try {
+      if (claim.path) {
+        await adapter.pause();
+        await adapter.loadWeights(claim.path, claim.version);
+        await adapter.flushCache();
+        await adapter.resume();
+      } // version 0 with no folder: the launch weights, which a restarted engine serves again
+      await weightsDb.serving(runId, engine, claim.version, claim.path);
+      await pool.query(`insert into engine_events (run_id, engine_id, event, version, detail) values ($1, $2, 'resynced', $3, $4)`, [runId, engine.id, claim.version, JSON.stringify({ path: claim.path })]);
+    } catch (err) {
+      await pool.query(`update engine_weights set state = 'unknown' where run_id = $1 and engine_id = $2 and state = 'resyncing'`, [runId, engine.id]);
+      await pool.query(`insert into engine_events (run_id, engine_id, event, version, detail) values ($1, $2, 'resync_failed', $3, $4)`, [runId, engine.id, claim.version, JSON.stringify({ error: (err as Error).message })]);
+    }
+  }
+
+  async function record(input: GenerateTurnInput, engine: EngineEndpoint, r: Renderer, p: { inputIds: number[]; prompt: number[]; drift: RenderDrift | null }, turn: TurnSoFar, finish: FinishReason, genMs: number): Promise<GeneratedTurn> {
+    const tokenIds = turn.ids;
     const info = r.info;
-    const finishReason = choice.finish_reason ?? 'abort';
+    const finishReason = finish;
     const stopped = finishReason === 'stop' && endsTurn(tokenIds, info.stop_token_ids);
     const body = stopped ? tokenIds.slice(0, -1) : tokenIds;
     const endToken = stopped ? tokenIds[tokenIds.length - 1] : info.eos_token_id;
@@ -156,8 +252,8 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
       specialTokenIds: [...new Set([...info.special_token_ids, ...info.stop_token_ids])].filter((t) => t !== endToken),
       specialTokenTexts: [...new Set([...DEFAULT_SPECIAL_TOKEN_TEXTS, ...info.special_token_texts])],
     });
-    const logprobs = choice.logprobs?.token_logprobs ?? [];
-    const tokenVersions = choice.weight_versions ?? [];
+    const logprobs = turn.logprobs;
+    const tokenVersions = turn.versions;
     const versions = [...new Set(tokenVersions)];
     const promptTokens = p.prompt.length;
     const completionTokens = tokenIds.length;
@@ -169,7 +265,7 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
          prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens, finish_reason = excluded.finish_reason,
          weight_versions = excluded.weight_versions, format_ok = excluded.format_ok, format_reason = excluded.format_reason,
          tool_name = excluded.tool_name, tool_args = excluded.tool_args, gen_ms = excluded.gen_ms`,
-      [input.rolloutId, input.turnIndex, engine.id, pgSafeText(text), promptTokens, completionTokens, choice.finish_reason, versions,
+      [input.rolloutId, input.turnIndex, engine.id, pgSafeText(text), promptTokens, completionTokens, finishReason, versions,
         verdict.ok, verdict.ok ? null : verdict.reason, call?.name ?? null, call ? pgSafeJson(call.arguments) : null, genMs],
     );
     await pool.query(

@@ -2,7 +2,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type pg from 'pg';
 import { Context } from '@temporalio/activity';
-import { updateWeights, type EngineEndpoint } from './engineClient.js';
+import { adapterFor, type EngineEndpoint } from './engines/index.js';
+import { EngineVersions } from './engines/versions.js';
+import { modelFolder, verifyModelFolder } from './modelFolder.js';
 import type { RunConfig } from '../core/config.js';
 import { rolloutSequence, type TurnTokens } from '../core/tokenPath.js';
 
@@ -69,7 +71,30 @@ export async function rolloutSamples(pool: pg.Pool, rolloutIds: string[], advant
 /** A row of the trainer's batch file (engine/floe_engine/trainer.py reads it). */
 export interface TrainingSample { rollout_id: string; group_id: string; reward: number; advantage: number; ids: number[]; loss_mask: number[]; behaviour_logprobs: number[]; token_versions: number[] }
 
+export interface LoadWeightsInput {
+  /** The run whose record of engine versions this load updates (absent in histories recorded before floe owned versions). */
+  runId?: string;
+  engine: EngineEndpoint;
+  /** The published version folder (or its model.safetensors). */
+  path: string;
+  version: number;
+}
+
+export interface LoadWeightsResult { engineId: string; loadMs: number; stages?: Record<string, number> }
+
 export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
+  const weights = new EngineVersions(pool);
+  // A folder is hashed once per worker process, however many engines on this node load it.
+  const verified = new Map<string, Promise<Awaited<ReturnType<typeof verifyModelFolder>>>>();
+  const verifiedOnce = (folder: string) => {
+    let v = verified.get(folder);
+    if (!v) {
+      v = verifyModelFolder(folder);
+      verified.set(folder, v);
+      v.catch(() => verified.delete(folder));
+    }
+    return v;
+  };
   return {
     async trainStep(input: TrainStepInput): Promise<TrainStepResult> {
       type TrainerHealth = { version: number; path: string; busy: boolean };
@@ -103,12 +128,41 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
       return { version: res.version, path: res.path, metrics: res.metrics, samples: samples.length, trainMs: Date.now() - started };
     },
 
-    async loadWeights(input: { engine: EngineEndpoint; path: string; version: number }): Promise<{ engineId: string; loadMs: number }> {
+    /** Load a published version into one engine. An engine that rebuilds in place (the
+     *  reference engine) loads under running requests; any other is paused (its in-flight
+     *  requests abort and are resubmitted by their generate activities), loads, flushes its
+     *  prefix cache, and resumes, with floe's record of its version and epoch around that. */
+    async loadWeights(input: LoadWeightsInput): Promise<LoadWeightsResult> {
       const started = Date.now();
       const beat = setInterval(heartbeat, 5000);
-      const r = await updateWeights(input.engine, { path: input.path, version: input.version }).finally(() => clearInterval(beat));
-      if (!r.ok || r.version !== input.version) throw new Error(`engine ${input.engine.id} did not load version ${input.version}: ${JSON.stringify(r)}`);
-      return { engineId: input.engine.id, loadMs: Date.now() - started };
+      try {
+        const folder = modelFolder(input.path);
+        const check = await verifiedOnce(folder);
+        const adapter = await adapterFor(input.engine);
+        const stages: Record<string, number> = { verify_ms: check.ms };
+        const timed = async (name: string, fn: () => Promise<unknown>) => { const t = Date.now(); await fn(); stages[name] = Date.now() - t; };
+        if (input.runId) {
+          const before = await weights.get(input.runId, input.engine);
+          if (before.state === 'serving' && before.version === input.version) return { engineId: input.engine.id, loadMs: 0, stages: { already_loaded: 1 } }; // a retried activity
+        }
+        if (adapter.inPlaceUpdates) {
+          await timed('load_ms', () => adapter.loadWeights(folder, input.version));
+        } else {
+          if (input.runId) await weights.beginUpdate(input.runId, input.engine);
+          await timed('pause_ms', () => adapter.pause());
+          await timed('load_ms', () => adapter.loadWeights(folder, input.version));
+          await timed('flush_ms', () => adapter.flushCache());
+        }
+        if (input.runId) await weights.serving(input.runId, input.engine, input.version, folder);
+        if (!adapter.inPlaceUpdates) await timed('resume_ms', () => adapter.resume());
+        if (input.runId) {
+          await pool.query(`insert into engine_events (run_id, engine_id, event, version, detail) values ($1, $2, 'weights_loaded', $3, $4)`,
+            [input.runId, input.engine.id, input.version, JSON.stringify({ kind: adapter.kind, folder, files: check.files, bytes: check.bytes, ...stages })]);
+        }
+        return { engineId: input.engine.id, loadMs: Date.now() - started, stages };
+      } finally {
+        clearInterval(beat);
+      }
     },
   };
 }

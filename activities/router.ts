@@ -1,5 +1,5 @@
 import { newRouterState, outstanding, pickEngine, recordFailure, recordSuccess, releaseRollout, type EngineLoad, type Health, type RouterPolicy } from '../core/router.js';
-import { engineLoad, type EngineEndpoint } from './engineClient.js';
+import { adapterFor, EngineHttpError, type EngineEndpoint } from './engines/index.js';
 
 /** The live side of the router, one per control worker process: scrapes engine load (cached
  *  briefly), counts floe's own in-flight requests, tracks health, and applies the pure
@@ -12,6 +12,9 @@ interface Live { load: { running: number; waiting: number; at: number }; infligh
 export class LiveRouter {
   private live = new Map<string, Live>();
   private state = newRouterState();
+
+  /** Called when an engine stops answering (it may come back with other weights). */
+  onUnreachable: ((e: EngineEndpoint) => Promise<void>) | null = null;
 
   constructor(private readonly unhealthyAfter = 2) {}
 
@@ -30,11 +33,12 @@ export class LiveRouter {
       const l = this.entry(e.id);
       if (now - l.load.at < LOAD_TTL_MS) return;
       try {
-        l.load = { ...(await engineLoad(e)), at: now };
+        l.load = { ...(await (await adapterFor(e)).load()), at: now };
         if (!l.health.healthy) l.health = recordSuccess(); // answered again: back in rotation
-      } catch {
+      } catch (err) {
         l.load = { running: 0, waiting: 0, at: now };
         l.health = recordFailure(l.health, this.unhealthyAfter);
+        if (err instanceof EngineHttpError && err.unreachable) await this.onUnreachable?.(e);
       }
     }));
     return engines.map((e) => {

@@ -36,7 +36,7 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
   const gpu = await startEmbeddedGpu(s, { count: base.engines.count, checkpoint, publishDir: path.join(dir, 'weights'), lr: base.trainer.lr, seed: base.seed, model: base.policy.model, tokenizer: base.policy.tokenizer });
   const config: RunConfig = {
     ...base,
-    engines: { ...base.engines, endpoints: base.engines.endpoints.length ? base.engines.endpoints : gpu.engines.map((e, i) => ({ id: `engine-${i}`, url: e.url, node: 'local' })) },
+    engines: { ...base.engines, endpoints: base.engines.endpoints.length ? base.engines.endpoints : gpu.engines.map((e, i) => ({ id: `engine-${i}`, url: e.url, node: 'local', kind: 'reference' as const })) },
     trainer: { ...base.trainer, url: base.trainer.url || gpu.trainer!.url },
   };
 

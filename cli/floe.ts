@@ -11,6 +11,7 @@ import { ConfigError } from '../core/config.js';
 import { runDemo } from './demo.js';
 import { writeReport } from '../report/write.js';
 import { dbPool, closeDbPool } from '../activities/db.js';
+import type { EngineKind } from '../activities/engines/adapter.js';
 
 const USAGE = `floe — durable asynchronous RL for software-engineering agents
 
@@ -26,7 +27,10 @@ usage:
   floe run status <run-id> [--json]
   floe run pause|resume|stop <run-id>
   floe demo [CONFIG.yaml] [--set key.path=value]…         the main job: the stress test (configs/stress-test.yaml)
-  floe report <run-id> [--out DIR]                        static HTML report + summary.json of a run`;
+  floe report <run-id> [--out DIR]                        static HTML report + summary.json of a run
+  floe engine probe <url> [--kind reference|vllm|sglang] [--json]
+                                                          check each capability floe needs of a running
+                                                          inference server, with the flag that fixes it`;
 
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
@@ -71,6 +75,19 @@ async function main(argv: string[]): Promise<number> {
       await closeDbPool();
       console.log(`report  ${html}\nsummary ${json}`);
       return 0;
+    }
+    case 'engine': {
+      const p = parseArgs(rest, { kind: 'value', json: 'bool' });
+      const [sub, url] = p.positional;
+      if (sub !== 'probe' || !url) throw new UsageError('usage: floe engine probe <url> [--kind reference|vllm|sglang] [--json]');
+      if (!/^https?:\/\//.test(url)) throw new UsageError(`engine url must start with http:// or https:// (got '${url}')`);
+      const { ENGINE_KINDS } = await import('../activities/engines/index.js');
+      const { formatProbe, probeEngine } = await import('../activities/engines/probe.js');
+      const kind = flag(p, 'kind');
+      if (kind !== undefined && !ENGINE_KINDS.includes(kind as EngineKind)) throw new UsageError(`unknown engine kind '${kind}' (reference, vllm or sglang)`);
+      const report = await probeEngine(url, kind as EngineKind | undefined);
+      console.log(flag(p, 'json') ? JSON.stringify(report, null, 2) : formatProbe(report));
+      return report.ok ? 0 : 1;
     }
     case undefined:
     case 'help':

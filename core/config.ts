@@ -14,6 +14,9 @@ export const EngineSchema = z.strictObject({
   url: z.url(),
   /** Task queue of the gpu worker on the node this engine runs on. */
   node: z.string().min(1).default('local'),
+  /** The server at `url`: floe's reference engine, or an unmodified vLLM or SGLang server
+   *  (README "Bring your own engine" has their flags; `floe engine probe <url>` checks one). */
+  kind: z.enum(['reference', 'vllm', 'sglang']).default('reference'),
 });
 
 export const RunConfigSchema = z.strictObject({

@@ -182,8 +182,8 @@ function comparisonFigure(s: RunSummary): Figure {
 function engineTable(s: RunSummary): string {
   if (!s.engines.length) return '<p class="empty">no engine events yet.</p>';
   const n = (v: number | null) => (v === null ? '–' : String(v));
-  return `<table class="compact"><thead><tr><th>engine</th><th class="num">placements</th><th class="num">failures</th><th class="num">max running</th><th class="num">max waiting</th><th class="num">since last update</th></tr></thead><tbody>${
-    s.engines.map((e) => `<tr><td><code>${esc(e.engineId)}</code></td><td class="num">${e.placements}</td><td class="num${e.failures ? ' bad' : ''}">${e.failures}</td><td class="num">${n(e.maxRunning)}</td><td class="num">${n(e.maxWaiting)}</td><td class="num">${e.placementsSinceLastUpdate}</td></tr>`).join('')
+  return `<table class="compact"><thead><tr><th>engine</th><th>kind</th><th class="num">placements</th><th class="num">resubmitted</th><th class="num">failures</th><th class="num">max running</th><th class="num">max waiting</th><th class="num">since last update</th></tr></thead><tbody>${
+    s.engines.map((e) => `<tr><td><code>${esc(e.engineId)}</code></td><td>${esc(e.kind)}</td><td class="num">${e.placements}</td><td class="num">${e.resubmitted}</td><td class="num${e.failures ? ' bad' : ''}">${e.failures}</td><td class="num">${n(e.maxRunning)}</td><td class="num">${n(e.maxWaiting)}</td><td class="num">${e.placementsSinceLastUpdate}</td></tr>`).join('')
   }</tbody></table>`;
 }
 

@@ -19,7 +19,7 @@ export async function buildRunSummary(pool: pg.Pool, runId: string): Promise<Run
   const smoothedReward = ema(updates.map((u) => u.meanReward));
   const [staleness, engines, gates, evictions, poolReward] = await Promise.all([
     loadStaleness(pool, runId),
-    loadEngines(pool, runId, updates.length),
+    loadEngines(pool, runId, updates.length, runRow.config),
     loadGates(pool, runId),
     loadEvictions(pool, runId),
     loadPoolReward(pool, runId, updates.map((u) => u.version)),
@@ -89,8 +89,9 @@ async function loadStaleness(pool: pg.Pool, runId: string): Promise<RunSummary['
 /** Placements are bucketed in SQL by the update timestamps (width_bucket over the sorted
  *  created_at array): bucket k-1 holds the placements that fed update k, bucket N the
  *  ones after the last update. Done in SQL because a long run has a placement per turn. */
-async function loadEngines(pool: pg.Pool, runId: string, nUpdates: number): Promise<EngineLoad[]> {
-  const [totals, buckets] = await Promise.all([
+async function loadEngines(pool: pg.Pool, runId: string, nUpdates: number, config: { engines?: { endpoints?: { id: string; kind?: string }[] } } | null): Promise<EngineLoad[]> {
+  const kinds = new Map((config?.engines?.endpoints ?? []).map((e) => [e.id, e.kind ?? 'reference']));
+  const [totals, buckets, resubmits] = await Promise.all([
     pool.query(`select engine_id, count(*) filter (where event = 'placed')::int as placements,
                        count(*) filter (where event = 'failed')::int as failures,
                        max(running) as max_running, max(waiting) as max_waiting
@@ -99,11 +100,13 @@ async function loadEngines(pool: pg.Pool, runId: string, nUpdates: number): Prom
                          from policy_versions where run_id = $1 and version >= 1)), 0) as bucket,
                        count(*)::int as n
                 from engine_events where run_id = $1 and event = 'placed' group by 1, 2`, [runId]),
+    pool.query(`select engine_id, count(*)::int as n from engine_requests where run_id = $1 and outcome in ('aborted', 'dropped') group by engine_id`, [runId]),
   ]);
+  const resubmitted = new Map(resubmits.rows.map((r) => [r.engine_id as string, r.n as number]));
   const engines = new Map<string, EngineLoad>();
   for (const r of totals.rows) {
     engines.set(r.engine_id, {
-      engineId: r.engine_id, placements: r.placements, failures: r.failures,
+      engineId: r.engine_id, kind: kinds.get(r.engine_id) ?? 'reference', placements: r.placements, resubmitted: resubmitted.get(r.engine_id) ?? 0, failures: r.failures,
       maxRunning: r.max_running, maxWaiting: r.max_waiting,
       placementsPerUpdate: new Array<number>(nUpdates).fill(0), placementsSinceLastUpdate: 0,
     });

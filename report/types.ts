@@ -42,7 +42,12 @@ export type Histogram = Record<string, number>;
 
 export interface EngineLoad {
   engineId: string;
+  /** The server kind (reference | vllm | sglang) from the run's config. */
+  kind: string;
   placements: number;
+  /** Requests aborted by a weight update (or whose ids could not be attributed to one
+   *  version) and resubmitted from their exact prefix. */
+  resubmitted: number;
   failures: number;
   maxRunning: number | null;
   maxWaiting: number | null;

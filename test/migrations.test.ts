@@ -27,8 +27,8 @@ describe('db migrations', () => {
     await c.connect();
     try {
       const tables = (await c.query(`select table_name from information_schema.tables where table_schema = 'public'`)).rows.map((r) => r.table_name);
-      for (const t of ['runs', 'policy_versions', 'rollouts', 'turns', 'turn_tokens', 'gate_decisions', 'batch_members', 'evictions', 'task_stats', 'engine_events', 'tasks']) expect(tables).toContain(t);
-      for (const v of ['v_run_updates', 'v_gate_reasons', 'v_task_outcomes', 'v_engine_load', 'v_shortcuts']) expect(tables).toContain(v);
+      for (const t of ['runs', 'policy_versions', 'rollouts', 'turns', 'turn_tokens', 'gate_decisions', 'batch_members', 'evictions', 'task_stats', 'engine_events', 'tasks', 'engine_weights', 'engine_requests']) expect(tables).toContain(t);
+      for (const v of ['v_run_updates', 'v_gate_reasons', 'v_task_outcomes', 'v_engine_load', 'v_shortcuts', 'v_resubmitted_turns', 'v_engine_requests']) expect(tables).toContain(v);
       // a rollout can be in at most one training batch
       await c.query(`insert into runs (run_id, workflow_id, name, config) values ('r', 'w', 'n', '{}')`);
       await c.query(`insert into rollouts (rollout_id, run_id, task_id, group_id, attempt) values ('x', 'r', 't', 'g', 0)`);

@@ -200,7 +200,7 @@ describe('run summary from Postgres', () => {
   it('handles a run with no updates yet', async () => {
     const s = await buildRunSummary(pool, emptyRunId);
     expect(s.updates).toEqual([]);
-    expect(s.engines).toEqual([{ engineId: 'e0', placements: 1, failures: 0, maxRunning: null, maxWaiting: null, placementsPerUpdate: [], placementsSinceLastUpdate: 1 }]);
+    expect(s.engines).toEqual([{ engineId: 'e0', kind: 'reference', placements: 1, resubmitted: 0, failures: 0, maxRunning: null, maxWaiting: null, placementsPerUpdate: [], placementsSinceLastUpdate: 1 }]);
     expect(s.poolReward).toBeNull();
     expect(s.keyNumbers).toMatchObject({ updates: 0, finalReward: null, peakRewardSmoothed: null, meanSecondsPerUpdate: null });
     const html = renderReportHtml(s);

@@ -10,7 +10,7 @@ import { CONTROL_QUEUE, sandboxQueue } from '../core/taskQueues.js';
 import { FloeKind, FloeRunId, FloeTaskId } from '../core/searchAttributes.js';
 import type { AuditActivities } from '../activities/audit.js';
 import type { GenerateActivities } from '../activities/generate.js';
-import type { EngineEndpoint } from '../activities/engineClient.js';
+import type { EngineEndpoint } from '../activities/engines/adapter.js';
 import type { SandboxActivities } from '../activities/sandbox.js';
 import type { RenderSpec } from '../core/renderSpec.js';
 import { rewardGate, type GateResult, type RolloutEnding } from './rewardGate.js';

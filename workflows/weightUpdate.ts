@@ -3,7 +3,7 @@ import { gpuQueue } from '../core/taskQueues.js';
 import { FloeKind, FloePolicyVersion, FloeRunId } from '../core/searchAttributes.js';
 import type { GpuActivities, TrainStepSettings } from '../activities/gpu.js';
 import type { TrainingActivities } from '../activities/training.js';
-import type { EngineEndpoint } from '../activities/engineClient.js';
+import type { EngineEndpoint } from '../activities/engines/adapter.js';
 
 /** One weight update: claim the batch (exactly once) → train step on the trainer's node →
  *  publish → every engine loads the weights and rebuilds its caches → the version advances.
@@ -40,7 +40,7 @@ export async function weightUpdate(input: WeightUpdateInput): Promise<WeightUpda
   const step = await trainer.trainStep({ runId: input.runId, version: input.version, trainerUrl: input.trainer.url, advantages, config: input.config });
   const loads = await Promise.all(input.engines.map((engine) => {
     const node = proxyActivities<GpuActivities>({ taskQueue: gpuQueue(engine.node), startToCloseTimeout: '10 minutes', heartbeatTimeout: '1 minute', retry: { maximumAttempts: 5 } });
-    return node.loadWeights({ engine, path: step.path, version: input.version });
+    return node.loadWeights({ runId: input.runId, engine, path: step.path, version: input.version });
   }));
   return {
     version: input.version,

@@ -1,0 +1,87 @@
+/** Weight versions, owned by floe (DESIGN.md "Cache rebuild after every weight update").
+ *
+ *  vLLM and SGLang do not say which weights produced a token. floe keeps, per engine, the
+ *  version it serves and an update epoch: a weight update bumps the epoch when it begins
+ *  (before it pauses the engine, which aborts every request in flight) and again when it
+ *  ends (after the load and the cache flush, before resume). A request reads the state
+ *  before it is sent and the epoch after it is answered; these rules decide which tokens can
+ *  be attributed to a version, and how an aborted request is resubmitted from its exact
+ *  token prefix so every token after an update comes from the new weights. Engines that
+ *  rebuild their caches in place and report a version per token (the reference engine)
+ *  need none of this. */
+
+export type WeightState = 'serving' | 'updating' | 'unknown' | 'resyncing';
+
+export interface EngineWeights {
+  version: number;
+  epoch: number;
+  state: WeightState;
+  /** The published folder of `version` ('' for the launch weights, version 0). */
+  path: string;
+}
+
+export type Finish = 'stop' | 'length' | 'abort';
+
+export type Attribution =
+  | { keep: true; version: number }
+  | { keep: false; reason: 'ambiguous' | 'spanned_updates' | 'label_mismatch' };
+
+/** Which version produced the ids of one answered request, sent while the engine served
+ *  `sentAt.version` at epoch `sentAt.epoch` and answered when the epoch was `answeredEpoch`.
+ *  - No update began meanwhile: the version it was sent under.
+ *  - Aborted, with at most one update begun and ended meanwhile: the abort came from that
+ *    update's pause, before its load, so the ids are the old version's.
+ *  - Finished (stop / length) while one update had begun but not ended: it finished before
+ *    the pause (a request that reached the paused engine waits for resume), old version.
+ *  - Anything else cannot be told apart (finished before the pause, or queued through it and
+ *    served by the new weights; or aborted by a later update): the ids are dropped and the
+ *    request is sent again from the same prefix. */
+export function attribute(sentAt: Pick<EngineWeights, 'version' | 'epoch'>, answeredEpoch: number, finish: Finish): Attribution {
+  const updates = answeredEpoch - sentAt.epoch;
+  if (updates < 0) throw new Error(`epoch went backwards (${sentAt.epoch} → ${answeredEpoch}); engine_weights rows are only ever incremented`);
+  if (updates === 0) return { keep: true, version: sentAt.version };
+  if (finish === 'abort') return updates <= 2 ? { keep: true, version: sentAt.version } : { keep: false, reason: 'spanned_updates' };
+  return updates === 1 ? { keep: true, version: sentAt.version } : { keep: false, reason: 'ambiguous' };
+}
+
+/** Whether an answer is the abort of a weight update's pause, to be resubmitted from its
+ *  prefix: aborted while an update began. An abort with no update meanwhile (an operator's
+ *  abort, a server shutting down) is the turn's own ending, which the format gate judges. */
+export const abortedByUpdate = (sentEpoch: number, answeredEpoch: number, finish: Finish): boolean =>
+  finish === 'abort' && answeredEpoch > sentEpoch;
+
+/** Whether the weight-version labels a server reports for an answer (vLLM's and SGLang's
+ *  weight_versions) agree with the version floe attributed it to. floe labels every version it
+ *  loads String(version); the launch weights (version 0) carry whatever label the server was
+ *  started with. A disagreement means the server serves weights floe did not load into it (it
+ *  restarted with its launch weights unnoticed): its ids are dropped and it is loaded again. */
+export function labelsAgree(version: number, labels: readonly string[] | null | undefined): boolean {
+  if (!labels || labels.length === 0 || version === 0) return true;
+  return labels.every((l) => l === String(version));
+}
+
+/** The ids of one turn so far, across its aborted and resubmitted requests. */
+export interface TurnSoFar { ids: number[]; logprobs: number[]; versions: number[] }
+
+export const emptyTurn = (): TurnSoFar => ({ ids: [], logprobs: [], versions: [] });
+
+/** Append an answer's ids, each stamped with `version` (or with the engine's own per-token
+ *  versions when it reports them). */
+export function extendTurn(t: TurnSoFar, ids: readonly number[], logprobs: readonly number[], versions: number | readonly number[]): TurnSoFar {
+  if (logprobs.length !== ids.length) throw new Error(`the engine returned ${ids.length} ids and ${logprobs.length} log-probs; floe needs one log-prob per generated id`);
+  const v = typeof versions === 'number' ? ids.map(() => versions) : [...versions];
+  if (v.length !== ids.length) throw new Error(`the engine returned ${ids.length} ids and ${v.length} weight versions`);
+  return { ids: [...t.ids, ...ids], logprobs: [...t.logprobs, ...logprobs], versions: [...t.versions, ...v] };
+}
+
+/** The next request of a turn: the turn's prompt followed by the ids kept so far, asking for
+ *  what is left of the turn's token budget (0: the turn is over, at its length limit). */
+export function resubmission(prompt: readonly number[], soFar: TurnSoFar, maxTokens: number): { promptIds: number[]; maxTokens: number } {
+  return { promptIds: [...prompt, ...soFar.ids], maxTokens: Math.max(0, maxTokens - soFar.ids.length) };
+}
+
+/** Requests one turn may send before floe gives up on it (each resubmission follows an update). */
+export const MAX_REQUESTS_PER_TURN = 8;
+
+/** Whether a request may be placed on an engine in this state now. */
+export const servable = (s: WeightState): boolean => s === 'serving';

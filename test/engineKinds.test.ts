@@ -1,0 +1,177 @@
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseRunConfig } from '../core/config.js';
+import { getRunStatus, runWorkflowId, startRun } from '../client/runs.js';
+import { selectTasks } from '../tasks/loaders.js';
+import { buildWarmStart } from '../infra/warmstart.js';
+import { startEmbeddedGpu, type EmbeddedGpu } from '../infra/engines.js';
+import { repoRoot } from '../infra/settings.js';
+import { buildRunSummary } from '../report/summary.js';
+import type { EngineKind } from '../activities/engines/adapter.js';
+import { settings, withWorkers, type Platform } from './helpers/platform.js';
+import { startVllmDouble } from './helpers/vllmDouble.js';
+import { startSglangDouble } from './helpers/sglangDouble.js';
+import { eventually } from './helpers/wait.js';
+
+/** "Bring your own engine": the whole training loop (Temporal, Postgres, podman sandboxes,
+ *  the reference trainer) through each adapter, against doubles of vLLM and SGLang
+ *  (test/helpers/vllmDouble.ts, sglangDouble.ts: they answer as each pinned server's source
+ *  defines, an empty /health body and no per-token versions included, generating with a real
+ *  reference engine behind them at a fixed token rate), with one engine restarted mid-run. */
+
+const TASKS = ['toy__caesar_wrap', 'toy__hex_pad'];
+/** A double generates at this rate, as a real server does, so weight updates land on requests in flight. */
+const TOKENS_PER_SECOND = 40;
+let db: pg.Client;
+let checkpoint: string;
+let platform: Platform;
+
+interface Pool { gpu: EmbeddedGpu; endpoints: { id: string; url: string; node: string; kind: EngineKind }[]; restart(id: string): Promise<void>; close(): Promise<void> }
+
+async function enginePool(kinds: EngineKind[], tag: string): Promise<Pool> {
+  const gpu = await startEmbeddedGpu(settings, { count: kinds.length, checkpoint, publishDir: path.join(repoRoot, '.floe', 'test-weights', `${process.pid}-${tag}`), lr: 1e-3 });
+  const doubles = new Map<string, { url: string; restart(o?: { downMs?: number }): Promise<void>; close(): Promise<void> }>();
+  const endpoints = [];
+  for (const [i, kind] of kinds.entries()) {
+    const id = `${kind}-${i}`;
+    const backend = gpu.engines[i].url;
+    const opts = { backend, launchCheckpoint: checkpoint, tokensPerSecond: TOKENS_PER_SECOND };
+    const d = kind === 'vllm' ? await startVllmDouble(opts) : kind === 'sglang' ? await startSglangDouble(opts) : null;
+    if (d) doubles.set(id, d);
+    endpoints.push({ id, url: d?.url ?? backend, node: 'local', kind });
+  }
+  return {
+    gpu, endpoints,
+    restart: async (id) => { await doubles.get(id)!.restart({ downMs: 3000 }); },
+    close: async () => { await Promise.all([...doubles.values()].map((d) => d.close())); await gpu.stop(); },
+  };
+}
+
+function config(p: Pool, name: string) {
+  return parseRunConfig({
+    name,
+    tasks: { source: 'toy', include: TASKS },
+    engines: { endpoints: p.endpoints, router: 'least-loaded' },
+    trainer: { url: p.gpu.trainer!.url, lr: 1e-3 },
+    rollout: { groupSize: 2, maxInFlight: 4, maxTurns: 2 },
+    training: { groupsPerUpdate: 1, updates: 2 },
+    eviction: { enabled: false },
+  });
+}
+
+const q = async <T = Record<string, unknown>>(sql: string, args: unknown[]): Promise<T[]> => (await db.query(sql, args)).rows as T[];
+
+/** Run 2 weight updates on `kinds`, restarting `restartId` after its first load. */
+async function trainThrough(kinds: EngineKind[], tag: string, restartId: string | null) {
+  const p = await enginePool(kinds, tag);
+  let restartedAt: Date | null = null;
+  try {
+    const { runId } = await startRun(platform.client, config(p, `engines-${tag}`));
+    if (restartId) {
+      await eventually(`${restartId} to load version 1`, () => q(`select 1 from engine_events where run_id = $1 and engine_id = $2 and event = 'weights_loaded'`, [runId, restartId]), (r) => r.length > 0, 300_000);
+      restartedAt = new Date();
+      await p.restart(restartId);
+    }
+    const final = await platform.client.workflow.getHandle(runWorkflowId(runId)).result();
+    expect(final).toMatchObject({ state: 'completed', policyVersion: 2, updatesDone: 2 });
+    await eventually('rollouts to settle', () => q<{ n: number }>(`select count(*)::int as n from rollouts where run_id = $1 and status = 'running'`, [runId]), (r) => r[0].n === 0, 120_000);
+
+    // every rollout that generated has a start version; every trained token's version is recorded
+    expect(await q(`select rollout_id from rollouts where run_id = $1 and status = 'finished' and completion_tokens > 0 and version_start is null`, [runId])).toEqual([]);
+    const trained = await q<{ versions: number[]; mask: number[] }>(
+      `select s.token_versions as versions, s.loss_mask as mask from v_rollout_sequences s join batch_members b using (rollout_id) where b.run_id = $1`, [runId]);
+    expect(trained.length).toBeGreaterThanOrEqual(2);
+    for (const t of trained) expect(t.versions.filter((v, i) => t.mask[i] === 1 && !(v >= 0 && v <= 2))).toEqual([]);
+    // floe's record of what each engine serves, and the engines (the backends behind the doubles) agree
+    const served = await q<{ engine_id: string; version: number; state: string }>(`select engine_id, version, state from engine_weights where run_id = $1 order by engine_id`, [runId]);
+    expect(served.map((r) => [r.engine_id, r.version, r.state])).toEqual(p.endpoints.map((e) => [e.id, 2, 'serving']).sort());
+    for (const e of p.gpu.engines) expect(((await (await fetch(`${e.url}/health`)).json()) as { version: number }).version).toBe(2);
+    return { runId, pool: p, restartedAt };
+  } catch (err) {
+    await p.close();
+    throw err;
+  }
+}
+
+/** Turns whose requests spanned a weight update: a request aborted by the update's pause
+ *  (its kept ids stamped with the old version), then one resubmitted from the exact prefix
+ *  (the turn's prompt plus every id kept so far) whose ids carry the new version. */
+async function spannedUpdates(runId: string) {
+  const turns = await q<{ rollout_id: string; turn_index: number; outcomes: string[]; versions: (number | null)[] }>(
+    `select rollout_id, turn_index, outcomes, versions from v_resubmitted_turns where run_id = $1`, [runId]);
+  const spans = turns.filter((t) => t.outcomes.includes('aborted') && t.outcomes[t.outcomes.length - 1] === 'answered');
+  for (const s of spans) {
+    const reqs = await q<{ prefix_tokens: number; kept_before: number; generated: number | null; outcome: string; version: number | null }>(
+      `select prefix_tokens, kept_before, generated, outcome, version from engine_requests where rollout_id = $1 and turn_index = $2 order by seq`, [s.rollout_id, s.turn_index]);
+    const tok = await q<{ token_versions: number[] }>(`select token_versions from turn_tokens where rollout_id = $1 and turn_index = $2`, [s.rollout_id, s.turn_index]);
+    const stamped: number[] = [];
+    let kept = 0;
+    for (const r of reqs) {
+      // each request is sent from the first one's prefix plus exactly the ids kept before it
+      expect(r.kept_before).toBe(kept);
+      expect(r.prefix_tokens).toBe(reqs[0].prefix_tokens + kept);
+      if (r.outcome === 'aborted' || r.outcome === 'answered') {
+        stamped.push(...new Array<number>(r.generated ?? 0).fill(r.version!));
+        kept += r.generated ?? 0;
+      }
+    }
+    // the turn's recorded per-token versions are the kept requests' versions, in order
+    expect(tok[0].token_versions).toEqual(stamped);
+  }
+  return spans.filter((s) => {
+    const v = s.versions.filter((x): x is number => x !== null);
+    return v[v.length - 1] > v[0];
+  });
+}
+
+beforeAll(async () => {
+  db = new pg.Client({ connectionString: settings.postgres.url });
+  await db.connect();
+  const tasks = selectTasks({ source: 'toy', include: TASKS, limit: 0, excludeLooseTests: true, onBadRow: 'fail' }).tasks;
+  checkpoint = await buildWarmStart(settings, tasks, { steps: 20, lr: 3e-3, model: 'tiny', seed: 0 });
+  platform = await withWorkers(['control', 'sandbox', 'gpu']);
+}, 600_000);
+
+afterAll(async () => {
+  await platform?.close();
+  await db?.end();
+});
+
+describe('the training loop through each adapter', () => {
+  for (const kind of ['vllm', 'sglang'] as const) {
+    it(`${kind}: 2 engines, 2 weight updates, one engine restarted mid-run`, async () => {
+      const { runId, pool, restartedAt } = await trainThrough([kind, kind], kind, `${kind}-1`);
+      try {
+        const spans = await spannedUpdates(runId);
+        expect(spans.length).toBeGreaterThanOrEqual(1);
+        // the restarted engine came back with its launch weights: floe loaded a version of the run
+        // into it (a resync, or the next update) before any of its answers was kept again, and
+        // requests it dropped when it went away were placed again
+        const restarted = `${kind}-1`;
+        const reload = await q<{ at: Date }>(`select min(at) as at from engine_events where run_id = $1 and engine_id = $2 and event in ('resynced', 'weights_loaded') and at > $3`, [runId, restarted, restartedAt]);
+        expect(reload[0].at).not.toBeNull();
+        const keptBefore = await q(`select request_id from engine_requests where run_id = $1 and engine_id = $2 and outcome in ('answered', 'aborted') and sent_at > $3 and answered_at < $4`, [runId, restarted, restartedAt, reload[0].at]);
+        expect(keptBefore).toEqual([]);
+      } finally {
+        await pool.close();
+      }
+    }, 900_000);
+  }
+
+  it('a mixed pool (reference, vLLM-shaped, SGLang-shaped) trains under least-loaded placement, placements per engine in the report', async () => {
+    const { runId, pool } = await trainThrough(['reference', 'vllm', 'sglang'], 'mixed', null);
+    try {
+      const reader = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
+      const s = await buildRunSummary(reader, runId).finally(() => reader.end());
+      expect(s.engines.map((e) => [e.engineId, e.kind])).toEqual([['reference-0', 'reference'], ['sglang-2', 'sglang'], ['vllm-1', 'vllm']]);
+      for (const e of s.engines) expect(e.placements).toBeGreaterThan(0);
+      // the reference engine rebuilt in place: it was never paused, so none of its requests was resubmitted
+      expect(s.engines.find((e) => e.kind === 'reference')!.resubmitted).toBe(0);
+      const st = await getRunStatus(platform.client, runId);
+      expect(st.updatesDone).toBe(2);
+    } finally {
+      await pool.close();
+    }
+  }, 900_000);
+});
