@@ -142,7 +142,11 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
         if (err instanceof EngineHttpError && err.status === 400 && /context|too long|length/i.test(err.message)) {
           return { kind: 'prompt_too_long', engineId: engine.id, detail: err.message };
         }
-        if (err instanceof EngineHttpError && err.unreachable) await weightsDb.markUnknown(engine);
+        if (err instanceof EngineHttpError && err.unreachable) {
+          // no answer: a timed-out request may still be generating there; a server that went away may come back with other weights
+          await adapter.abort([requestId]).catch(() => undefined);
+          await weightsDb.markUnknown(engine);
+        }
         await pool.query(`insert into engine_events (run_id, engine_id, event, detail) values ($1, $2, 'failed', $3)`, [input.runId, engine.id, JSON.stringify({ error: (err as Error).message, requestId })]);
         tried.push(engine.id);
         if (tried.length >= input.engines.length) throw err; // Temporal retries the activity

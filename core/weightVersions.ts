@@ -1,7 +1,7 @@
 /** Weight versions, owned by floe (DESIGN.md "Cache rebuild after every weight update").
  *
- *  vLLM and SGLang do not say which weights produced a token. floe keeps, per engine, the
- *  version it serves and an update epoch: a weight update bumps the epoch when it begins
+ *  vLLM and SGLang know nothing of floe's versions (at most a label string floe sets when it
+ *  loads weights). floe keeps, per engine, the version it serves and an update epoch: a weight update bumps the epoch when it begins
  *  (before it pauses the engine, which aborts every request in flight) and again when it
  *  ends (after the load and the cache flush, before resume). A request reads the state
  *  before it is sent and the epoch after it is answered; these rules decide which tokens can

@@ -41,7 +41,9 @@ export function formatProbe(r: ProbeReport): string {
   const lines = [`${r.url}: ${r.kind}${r.detected ? ' (detected)' : ''}`];
   for (const v of r.verdicts) {
     const mark = v.ok ? 'ok  ' : v.optional ? 'n/a ' : 'FAIL';
-    lines.push(`  ${mark} ${v.capability.padEnd(15)} ${v.detail}${!v.ok && v.fix ? `\n       → ${v.fix}` : ''}`);
+    // an error's message carries its fix too: print it once, on its own line
+    const detail = (v.fix ? v.detail.replace(` (fix: ${v.fix})`, '') : v.detail).replace(/^engine probe: /, '');
+    lines.push(`  ${mark} ${v.capability.padEnd(15)} ${detail}${!v.ok && v.fix ? `\n       → ${v.fix}` : ''}`);
   }
   lines.push(r.ok ? `floe can train with this engine (engines.endpoints[].kind: ${r.kind})` : 'floe cannot train with this engine until the FAIL lines are fixed');
   return lines.join('\n');

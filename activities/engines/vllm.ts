@@ -306,7 +306,9 @@ export class VllmAdapter implements EngineAdapter {
       if (results.length === 0 || !versions.every((v) => typeof v === 'string')) {
         return { capability: 'load_weights', ok: false, detail: `collective_rpc floe_ping answered ${JSON.stringify(r).slice(0, 200)}, not {"results": [{"floe_vllm": "<version>"}, ...]}`, fix: VLLM_FIX.extension };
       }
-      return { capability: 'load_weights', ok: true, detail: `collective_rpc floe_ping: floe_vllm ${[...new Set(versions)].join(', ')} on ${results.length} worker(s)` };
+      // floe labels each version it loads (POST /update_weight_version); GET /weight_info is its pair
+      const label = await this.json<{ weight_version?: unknown } | null>('/weight_info', { timeoutMs: 10_000, fix: VLLM_FIX.version });
+      return { capability: 'load_weights', ok: true, detail: `collective_rpc floe_ping: floe_vllm ${[...new Set(versions)].join(', ')} on ${results.length} worker(s); weight_info ${JSON.stringify(label?.weight_version ?? null)}` };
     } catch (err) {
       return verdictOf('load_weights', this.withExtensionFix(err));
     }

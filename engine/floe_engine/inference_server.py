@@ -88,6 +88,9 @@ class InferenceServer:
         self.model_name = model_name
         self.tokenizer = engine.policy.tokenizer
         self.started = time.time()
+        # vLLM's weight-version label ("default" at launch, vllm/v1/engine/core.py); set by
+        # /update_weight_version. floe's own per-token versions stay in weight_versions.
+        self.weight_label = "default"
         # /pause?mode=wait holds new completions at the door while the in-flight ones finish
         self.gate = threading.Condition()
         self.holding = False
@@ -229,6 +232,18 @@ class InferenceServer:
             self.engine.resume()
         return {"status": "resumed", "ok": True, "paused": False}
 
+    # POST /update_weight_version {new_version}: vLLM's (rl/online/api_router.py) -> {success, new_version}
+    def update_weight_version(self, body, headers) -> dict:
+        v = body.get("new_version")
+        if not isinstance(v, str):
+            raise ValueError("new_version must be a string")
+        self.weight_label = v
+        return {"success": True, "new_version": v}
+
+    # GET /weight_info -> {weight_version}
+    def weight_info(self, body, headers) -> dict:
+        return {"weight_version": self.weight_label}
+
     def is_paused(self, body, headers) -> dict:
         return {"is_paused": bool(self.engine.paused or self.holding)}
 
@@ -300,6 +315,8 @@ class InferenceServer:
             ("POST", "/pause"): self.pause,
             ("POST", "/resume"): self.resume,
             ("GET", "/is_paused"): self.is_paused,
+            ("POST", "/update_weight_version"): self.update_weight_version,
+            ("GET", "/weight_info"): self.weight_info,
             ("POST", "/abort_requests"): self.abort,
             ("POST", "/collective_rpc"): self.collective_rpc,
             ("POST", "/logprobs"): self.logprobs,

@@ -188,3 +188,13 @@ def test_unknown_route_reads_its_body_so_the_connection_stays_usable(engine_v0):
         assert r.status == 200 and json.loads(r.read()) == {"is_paused": False}
     finally:
         conn.close()
+
+
+def test_weight_version_label_routes(engine_v0):
+    """vLLM's /update_weight_version and /weight_info: the label floe sets after each load."""
+    assert engine_v0.get("/weight_info") == {"weight_version": "default"}
+    assert engine_v0.post("/update_weight_version", {"new_version": "3"}) == {"success": True, "new_version": "3"}
+    assert engine_v0.get("/weight_info") == {"weight_version": "3"}
+    err = engine_v0.post("/update_weight_version", {"new_version": 3}, expect=400)
+    assert "new_version" in err["error"]["message"]
+    engine_v0.post("/update_weight_version", {"new_version": "default"})
