@@ -7,8 +7,9 @@ import { startEmbeddedGpu, type EmbeddedGpu } from '../infra/engines.js';
 import { repoRoot } from '../infra/settings.js';
 import { modelFolder } from '../activities/modelFolder.js';
 import { SglangAdapter, sglangGauge, SGLANG_VERSION } from '../activities/engines/sglang.js';
-import { EngineHttpError, engineHttp, type EngineEndpoint, type GenerateRequest } from '../activities/engines/adapter.js';
+import { engineHttp, type EngineEndpoint, type GenerateRequest } from '../activities/engines/adapter.js';
 import { settings } from './helpers/platform.js';
+import { rejection } from './helpers/rejection.js';
 import { startSglangDouble, SGLANG_DOUBLE_VERSION, type SglangDouble } from './helpers/sglangDouble.js';
 
 /** floe's SGLang adapter against a double of SGLang 0.5.23 (test/helpers/sglangDouble.ts),
@@ -66,16 +67,6 @@ async function startNotSglang(): Promise<{ url: string; close(): Promise<void> }
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }) };
-}
-
-async function rejection(p: Promise<unknown>): Promise<EngineHttpError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(EngineHttpError);
-    return err as EngineHttpError;
-  }
-  throw new Error('expected the call to fail');
 }
 
 beforeAll(async () => {

@@ -6,10 +6,11 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startEmbeddedGpu, type EmbeddedGpu } from '../infra/engines.js';
 import { repoRoot } from '../infra/settings.js';
-import { EngineHttpError, type EngineEndpoint, type GenerateRequest, type ProbeVerdict } from '../activities/engines/adapter.js';
+import { type EngineEndpoint, type GenerateRequest, type ProbeVerdict } from '../activities/engines/adapter.js';
 import { VllmAdapter } from '../activities/engines/vllm.js';
 import { ReferenceAdapter } from '../activities/engines/reference.js';
 import { settings } from './helpers/platform.js';
+import { rejection } from './helpers/rejection.js';
 import { startVllmDouble, type VllmDouble } from './helpers/vllmDouble.js';
 import { eventually } from './helpers/wait.js';
 
@@ -46,16 +47,6 @@ async function raw(url: string, route: string, body?: unknown, init: { method?: 
   let json: unknown = null;
   try { json = text ? JSON.parse(text) : null; } catch { /* text */ }
   return { status: res.status, text, json };
-}
-
-async function rejection(p: Promise<unknown>): Promise<EngineHttpError> {
-  try {
-    await p;
-  } catch (err) {
-    expect(err).toBeInstanceOf(EngineHttpError);
-    return err as EngineHttpError;
-  }
-  throw new Error('expected the call to fail');
 }
 
 const byCap = (v: ProbeVerdict[]) => Object.fromEntries(v.map((x) => [x.capability, x]));
