@@ -27,4 +27,14 @@ export default tseslint.config(
       'no-restricted-globals': ['error', 'process', 'Buffer', 'setImmediate', '__dirname', 'require'],
     },
   },
+  {
+    // The store (all Postgres access) is below activities, the CLI and the report: it knows
+    // tables and core's types, nothing above it.
+    files: ['store/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        patterns: [{ group: ['**/activities/**', '**/workflows/**', '**/cli/**', '**/report/**', '**/workers/**', '**/client/**', '**/infra/**', '**/bench/**'], message: 'store/ is below activities, workflows, the CLI and the report: it may import core/ (types) and pg only' }],
+      }],
+    },
+  },
 );

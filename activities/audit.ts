@@ -1,71 +1,95 @@
 import type pg from 'pg';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Task } from '../core/taskModel.js';
-import { pgSafeJson, pgSafeText } from './generate.js';
+import { getTask } from '../store/tasks.js';
+import {
+  finishRollout, insertRollout, insertTurn, setLegacyTurnToolResult, setSubmissionGrade, upsertGateDecision, upsertSubmission,
+  type RolloutEnd, type RolloutStart, type TurnRow,
+} from '../store/rollouts.js';
+import type { GeneratedTurn } from './generate.js';
 
-/** Audit rows of rollouts: start, each tool result, the submission, the gate decision and
- *  the end. Every write is idempotent (activities may be retried). */
+/** Audit rows of rollouts: start, each turn (once, when its tool has answered), the
+ *  submission, the gate decision and the end (store/rollouts.ts). Every write is idempotent
+ *  (activities may be retried). */
 
-export interface RolloutStart { runId: string; rolloutId: string; taskId: string; groupId: string; attempt: number; purpose: 'train' | 'recheck' | 'eval' | 'test'; workflowId: string }
+export type { RolloutEnd, RolloutStart } from '../store/rollouts.js';
 
-export interface RolloutEnd {
+/** What the rollout workflow knows about a turn once it is over. */
+export interface TurnOutcome {
   rolloutId: string;
-  reward: number;
-  gate: string;
-  nTurns: number;
-  promptTokens: number;
-  completionTokens: number;
-  versionStart: number | null;
-  versionEnd: number | null;
+  turnIndex: number;
+  /** The generate activity's answer for the turn. */
+  generated: Extract<GeneratedTurn, { kind: 'generated' }>;
+  /** Shortcut flags of the turn's command (none when it ran no command). */
   shortcutFlags: string[];
-  status: 'finished' | 'failed';
+  /** The tool's result; null when the turn ran no tool (it submitted, or a gate ended the
+   *  rollout on it) or the tool did not answer (the sandbox failed). */
+  tool: { observation: string; exitCode: number | null; toolMs: number } | null;
+}
+
+/** The turns row of a finished turn: the generation's fields and the tool's. */
+function turnRow(t: TurnOutcome, rawText: string): TurnRow {
+  const g = t.generated;
+  const call = g.verdict.ok ? g.verdict.call : null;
+  return {
+    rolloutId: t.rolloutId,
+    turnIndex: t.turnIndex,
+    engineId: g.engineId,
+    rawText,
+    promptTokens: g.promptTokens,
+    completionTokens: g.completionTokens,
+    finishReason: g.finishReason,
+    weightVersions: g.versions,
+    formatOk: g.verdict.ok,
+    formatReason: g.verdict.ok ? null : g.verdict.reason,
+    toolName: call?.name ?? null,
+    toolArgs: call ? call.arguments : null,
+    observation: t.tool?.observation ?? null,
+    exitCode: t.tool?.exitCode ?? null,
+    shortcutFlags: t.shortcutFlags,
+    genMs: g.genMs,
+    toolMs: t.tool?.toolMs ?? null,
+  };
 }
 
 export function createAuditActivities(pool: pg.Pool) {
   return {
     async getTask(taskId: string): Promise<Task> {
-      const r = await pool.query<{ instance: Task }>('select instance from tasks where task_id = $1', [taskId]);
-      if (!r.rowCount) throw ApplicationFailure.nonRetryable(`task ${taskId} is not in the tasks table; load the pool first`, 'UnknownTask');
-      return r.rows[0].instance;
+      const task = await getTask(pool, taskId);
+      if (!task) throw ApplicationFailure.nonRetryable(`task ${taskId} is not in the tasks table; load the pool first`, 'UnknownTask');
+      return task;
     },
 
     async recordRolloutStart(s: RolloutStart): Promise<void> {
-      await pool.query(
-        `insert into rollouts (rollout_id, run_id, task_id, group_id, attempt, purpose, workflow_id) values ($1, $2, $3, $4, $5, $6, $7)
-         on conflict (rollout_id) do nothing`,
-        [s.rolloutId, s.runId, s.taskId, s.groupId, s.attempt, s.purpose, s.workflowId],
-      );
+      await insertRollout(pool, s);
     },
 
+    /** A turn's row, written once with everything known about it. Its ids are already in
+     *  turn_tokens (written by generateTurn); the next turn's generation reads both. */
+    async recordTurn(t: TurnOutcome): Promise<void> {
+      const rawText = t.generated.rawText;
+      if (rawText === undefined) throw ApplicationFailure.nonRetryable(`rollout ${t.rolloutId} turn ${t.turnIndex}: the generate answer has no text (generated before migration 005: its row exists; record its tool result with recordToolResult)`, 'LegacyTurn');
+      await insertTurn(pool, turnRow(t, rawText));
+    },
+
+    /** LEGACY: the tool result of a turn generated before migration 005, whose row the generate
+     *  activity inserted itself (a rollout in flight across the upgrade). Scheduled only by
+     *  rollout workflows replaying such a turn; new turns are written once by recordTurn. */
     async recordToolResult(r: { rolloutId: string; turnIndex: number; observation: string; exitCode: number | null; shortcutFlags: string[]; toolMs: number }): Promise<void> {
-      await pool.query('update turns set observation = $3, exit_code = $4, shortcut_flags = $5, tool_ms = $6 where rollout_id = $1 and turn_index = $2',
-        [r.rolloutId, r.turnIndex, pgSafeText(r.observation), r.exitCode, r.shortcutFlags, r.toolMs]);
+      await setLegacyTurnToolResult(pool, r);
     },
 
     async recordSubmission(s: { rolloutId: string; diff: string; bytes: number; truncated: boolean }): Promise<void> {
-      await pool.query(
-        `insert into submissions (rollout_id, diff, bytes, truncated) values ($1, $2, $3, $4)
-         on conflict (rollout_id) do update set diff = excluded.diff, bytes = excluded.bytes, truncated = excluded.truncated`,
-        [s.rolloutId, pgSafeText(s.diff), s.bytes, s.truncated],
-      );
+      await upsertSubmission(pool, s);
     },
 
     async recordGateDecision(d: { rolloutId: string; gate: string; reward: number; detail: unknown; grade?: unknown }): Promise<void> {
-      await pool.query(
-        `insert into gate_decisions (rollout_id, gate, reward, detail) values ($1, $2, $3, $4)
-         on conflict (rollout_id) do update set gate = excluded.gate, reward = excluded.reward, detail = excluded.detail`,
-        [d.rolloutId, d.gate, d.reward, pgSafeJson(d.detail ?? {})],
-      );
-      if (d.grade !== undefined) await pool.query('update submissions set grade = $2 where rollout_id = $1', [d.rolloutId, pgSafeJson(d.grade)]);
+      await upsertGateDecision(pool, { rolloutId: d.rolloutId, gate: d.gate, reward: d.reward, detail: d.detail });
+      if (d.grade !== undefined) await setSubmissionGrade(pool, d.rolloutId, d.grade);
     },
 
     async recordRolloutEnd(e: RolloutEnd): Promise<void> {
-      await pool.query(
-        `update rollouts set status = case when status = 'discarded' then status else $2 end, reward = $3, gate = $4, n_turns = $5,
-           prompt_tokens = $6, completion_tokens = $7, version_start = $8, version_end = $9, shortcut_flags = $10, ended_at = now()
-         where rollout_id = $1`,
-        [e.rolloutId, e.status, e.reward, e.gate, e.nTurns, e.promptTokens, e.completionTokens, e.versionStart, e.versionEnd, e.shortcutFlags],
-      );
+      await finishRollout(pool, e);
     },
   };
 }

@@ -9,15 +9,18 @@ import { endsTurn, nextPrompt, renderDrift, type RenderDrift, type TurnTokens } 
 import { randomUUID } from 'node:crypto';
 import { abortedByUpdate, attribute, emptyTurn, labelsAgree, extendTurn, MAX_REQUESTS_PER_TURN, resubmission, servable, type EngineWeights, type TurnSoFar } from '../core/weightVersions.js';
 import { adapterFor, EngineHttpError, type EngineEndpoint, type FinishReason, type GenerateResult } from './engines/index.js';
-import { EngineVersions } from './engines/versions.js';
+import { answerEngineRequest, claimEngineResync, getEngineEpoch, getEngineWeights, insertEngineEvent, insertEngineRequest, markEngineUnknown, releaseEngineResync, setEngineServing, type RequestOutcome } from '../store/engines.js';
+import { listTurnHistory, upsertTurnTokens } from '../store/rollouts.js';
+import { getProblemStatement } from '../store/tasks.js';
 import { LiveRouter } from './router.js';
 import type { Renderer, Renderers } from './renderer.js';
 
 /** Generation of one agent turn, token in / token out: the prompt is the rollout's ids so
  *  far (from turn_tokens) plus the renderer's ids for the last tool result and the next
  *  assistant header; the engine gets ids and returns ids; the raw ids are checked against
- *  the format before any parser; the turn is recorded (ids, logprobs, weight versions, and
- *  text as a view for people). The workflow receives only the verdict and counts. */
+ *  the format before any parser; the turn's ids, logprobs and weight versions are recorded
+ *  (turn_tokens). The workflow receives the verdict, the counts and the text (a view of the
+ *  ids for people), and writes the turn's row once its tool has answered (recordTurn). */
 
 export interface GenerateTurnInput {
   runId: string;
@@ -48,37 +51,30 @@ export type GeneratedTurn =
       genMs: number;
       /** Where the template's full rendering differs from the ids the model saw (null: none). */
       drift?: RenderDrift | null;
+      /** The generated text, decoded from the ids by the model's own tokenizer (absent in
+       *  answers recorded before migration 005, whose activity wrote the turns row itself). */
+      rawText?: string;
     }
   | { kind: 'prompt_too_long'; engineId: string; detail: string };
 
 const MAX_TEXT_IN_HISTORY = 8192;
-
-/** Postgres text cannot hold NUL. The exact generated ids are kept in turn_tokens (and the
- *  next prompt is built from them); the text column, a view, gets U+FFFD in their place. */
-export const pgSafeText = (t: string): string => t.replace(/\u0000/g, '\uFFFD');
-
-/** JSON for a jsonb column: jsonb refuses the \u0000 escape too. */
-export const pgSafeJson = (v: unknown): string => pgSafeText(JSON.stringify(v)).replace(/\\u0000/g, '\\ufffd');
 
 function heartbeat(): void {
   try { Context.current().heartbeat(); } catch { /* called outside an activity (tests) */ }
 }
 
 export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, renderers: Renderers) {
-  const weightsDb = new EngineVersions(pool);
-  router.onUnreachable = async (e) => { await weightsDb.markUnknown(e); };
+  router.onUnreachable = async (e) => { await markEngineUnknown(pool, e); };
   async function history(input: GenerateTurnInput): Promise<{ messages: ReturnType<typeof conversation>; earlier: TurnTokens[] }> {
-    const task = await pool.query<{ problem: string }>(`select instance->>'problemStatement' as problem from tasks where task_id = $1`, [input.taskId]);
-    if (!task.rowCount) throw ApplicationFailure.nonRetryable(`task ${input.taskId} is not in the tasks table; load the pool first`, 'UnknownTask');
-    const turns = await pool.query<{ raw_text: string; observation: string | null; input_ids: number[] | null; completion_ids: number[]; logprobs: number[]; token_versions: number[] }>(
-      `select t.raw_text, t.observation, k.input_ids, k.completion_ids, k.logprobs, k.token_versions
-       from turns t join turn_tokens k using (rollout_id, turn_index) where t.rollout_id = $1 and t.turn_index < $2 order by t.turn_index`, [input.rolloutId, input.turnIndex]);
-    if (turns.rowCount !== input.turnIndex) throw new Error(`rollout ${input.rolloutId}: expected ${input.turnIndex} earlier turns in Postgres, found ${turns.rowCount}`);
-    if (turns.rows.some((t) => t.input_ids === null)) throw ApplicationFailure.nonRetryable(`rollout ${input.rolloutId} was recorded before the token path (no input_ids); it cannot be continued`, 'LegacyRollout');
-    const records: TurnRecord[] = turns.rows.map((t) => ({ rawText: t.raw_text, observation: t.observation }));
+    const problem = await getProblemStatement(pool, input.taskId);
+    if (problem === null) throw ApplicationFailure.nonRetryable(`task ${input.taskId} is not in the tasks table; load the pool first`, 'UnknownTask');
+    const turns = await listTurnHistory(pool, input.rolloutId, input.turnIndex);
+    if (turns.length !== input.turnIndex) throw new Error(`rollout ${input.rolloutId}: expected ${input.turnIndex} earlier turns in Postgres, found ${turns.length}`);
+    if (turns.some((t) => t.inputIds === null)) throw ApplicationFailure.nonRetryable(`rollout ${input.rolloutId} was recorded before the token path (no input_ids); it cannot be continued`, 'LegacyRollout');
+    const records: TurnRecord[] = turns.map((t) => ({ rawText: t.rawText, observation: t.observation }));
     return {
-      messages: conversation(input.systemPrompt ?? SYSTEM_PROMPT, task.rows[0].problem, records),
-      earlier: turns.rows.map((t) => ({ inputIds: t.input_ids!, completionIds: t.completion_ids, logprobs: t.logprobs, versions: t.token_versions })),
+      messages: conversation(input.systemPrompt ?? SYSTEM_PROMPT, problem, records),
+      earlier: turns.map((t) => ({ inputIds: t.inputIds!, completionIds: t.completionIds, logprobs: t.logprobs, versions: t.tokenVersions })),
     };
   }
 
@@ -125,10 +121,10 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
       const adapter = await adapterFor(engine);
       last = engine;
       const requestId = `${input.rolloutId}-t${input.turnIndex}-${seq}-${randomUUID().slice(0, 8)}`;
-      await pool.query(
-        `insert into engine_requests (request_id, run_id, rollout_id, turn_index, seq, engine_id, kind, version, epoch_sent, prefix_tokens, kept_before, outcome)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'sent')`,
-        [requestId, input.runId, input.rolloutId, input.turnIndex, seq, engine.id, adapter.kind, weights.version, weights.epoch, next.promptIds.length, soFar.ids.length]);
+      await insertEngineRequest(pool, {
+        requestId, runId: input.runId, rolloutId: input.rolloutId, turnIndex: input.turnIndex, seq, engineId: engine.id, kind: adapter.kind,
+        version: weights.version, epochSent: weights.epoch, prefixTokens: next.promptIds.length, keptBefore: soFar.ids.length,
+      });
       const started = Date.now();
       let res: GenerateResult;
       try {
@@ -145,9 +141,9 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
         if (err instanceof EngineHttpError && err.unreachable) {
           // no answer: a timed-out request may still be generating there; a server that went away may come back with other weights
           await adapter.abort([requestId]).catch(() => undefined);
-          await weightsDb.markUnknown(engine);
+          await markEngineUnknown(pool, engine);
         }
-        await pool.query(`insert into engine_events (run_id, engine_id, event, detail) values ($1, $2, 'failed', $3)`, [input.runId, engine.id, JSON.stringify({ error: (err as Error).message, requestId })]);
+        await insertEngineEvent(pool, { runId: input.runId, engineId: engine.id, event: 'failed', detail: { error: (err as Error).message, requestId } });
         tried.push(engine.id);
         if (tried.length >= input.engines.length) throw err; // Temporal retries the activity
         continue;
@@ -162,24 +158,22 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
         await answered(requestId, res, res.versions[res.versions.length - 1] ?? weights.version, 'answered', null);
         return record(input, engine, r, p, soFar, res.finishReason, genMs);
       }
-      const epoch = await weightsDb.epoch(input.runId, engine.id);
+      const epoch = await getEngineEpoch(pool, input.runId, engine.id);
       let a = attribute(weights, epoch, res.finishReason);
       if (a.keep && !labelsAgree(a.version, res.servedLabels)) {
         // the server says other weights made these ids: it restarted with its launch weights
         a = { keep: false, reason: 'label_mismatch' };
-        await weightsDb.markUnknown(engine);
+        await markEngineUnknown(pool, engine);
       }
       if (a.keep) soFar = extendTurn(soFar, res.tokenIds, res.logprobs, a.version);
-      const outcome = !a.keep ? 'dropped' : abortedByUpdate(weights.epoch, epoch, res.finishReason) ? 'aborted' : 'answered';
+      const outcome: RequestOutcome = !a.keep ? 'dropped' : abortedByUpdate(weights.epoch, epoch, res.finishReason) ? 'aborted' : 'answered';
       await answered(requestId, res, a.keep ? a.version : null, outcome, a.keep ? null : { reason: a.reason, labels: res.servedLabels ?? null }, epoch);
       if (outcome === 'answered') return record(input, engine, r, p, soFar, res.finishReason, genMs);
       // aborted by a weight update's pause (or its ids cannot be attributed): send again from the exact prefix
     }
 
-    async function answered(requestId: string, res: GenerateResult | null, version: number | null, outcome: string, detail: unknown, epoch?: number): Promise<void> {
-      await pool.query(
-        `update engine_requests set answered_at = now(), generated = $2, finish_reason = $3, outcome = $4, version = coalesce($5, version), detail = $6, epoch_answered = $7 where request_id = $1`,
-        [requestId, res?.tokenIds.length ?? null, res?.finishReason ?? null, outcome, version, detail === null ? null : JSON.stringify(detail), epoch ?? null]);
+    async function answered(requestId: string, res: GenerateResult | null, version: number | null, outcome: RequestOutcome, detail: unknown, epoch?: number): Promise<void> {
+      await answerEngineRequest(pool, requestId, { generated: res?.tokenIds.length ?? null, finishReason: res?.finishReason ?? null, outcome, version, detail, epochAnswered: epoch ?? null });
     }
   }
 
@@ -189,16 +183,18 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
   async function placeServing(input: GenerateTurnInput, tried: string[]): Promise<{ engine: EngineEndpoint; weights: EngineWeights; load: { running: number; waiting: number; inflight: number }; done(ok: boolean): void } | null> {
     const deadline = Date.now() + 8 * 60_000;
     for (;;) {
-      const states = await Promise.all(input.engines.map((e) => weightsDb.get(input.runId, e)));
+      const states = await Promise.all(input.engines.map((e) => getEngineWeights(pool, input.runId, e)));
       for (const [i, w] of states.entries()) if (w.state === 'unknown') await resync(input.runId, input.engines[i]);
       const notServing = input.engines.filter((_, i) => !servable(states[i].state)).map((e) => e.id);
       if (notServing.length < input.engines.length) {
         const placed = await router.place(input.router, input.engines, input.rolloutId, [...tried, ...notServing], input.groupId);
         if (!placed) return null;
-        const weights = await weightsDb.get(input.runId, placed.engine);
+        const weights = await getEngineWeights(pool, input.runId, placed.engine);
         if (servable(weights.state)) {
-          await pool.query(`insert into engine_events (run_id, engine_id, event, version, running, waiting, inflight, detail) values ($1, $2, 'placed', $3, $4, $5, $6, $7)`,
-            [input.runId, placed.engine.id, weights.version, placed.load.running, placed.load.waiting, placed.load.inflight, JSON.stringify({ rolloutId: input.rolloutId, turn: input.turnIndex, policy: input.router })]);
+          await insertEngineEvent(pool, {
+            runId: input.runId, engineId: placed.engine.id, event: 'placed', version: weights.version, running: placed.load.running, waiting: placed.load.waiting,
+            inflight: placed.load.inflight, detail: { rolloutId: input.rolloutId, turn: input.turnIndex, policy: input.router },
+          });
           return { ...placed, weights };
         }
         placed.done(true); // an update began between the two reads: place again
@@ -218,7 +214,7 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
     } catch {
       return; // still down: it stays out of rotation until it answers
     }
-    const claim = await weightsDb.claimResync(runId, engine.id);
+    const claim = await claimEngineResync(pool, runId, engine.id);
     if (!claim) return;
     try {
       if (claim.path) {
@@ -227,11 +223,11 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
         await adapter.flushCache();
         await adapter.resume();
       } // version 0 with no folder: the launch weights, which a restarted engine serves again
-      await weightsDb.serving(runId, engine, claim.version, claim.path);
-      await pool.query(`insert into engine_events (run_id, engine_id, event, version, detail) values ($1, $2, 'resynced', $3, $4)`, [runId, engine.id, claim.version, JSON.stringify({ path: claim.path })]);
+      await setEngineServing(pool, runId, engine, claim.version, claim.path);
+      await insertEngineEvent(pool, { runId, engineId: engine.id, event: 'resynced', version: claim.version, detail: { path: claim.path } });
     } catch (err) {
-      await pool.query(`update engine_weights set state = 'unknown' where run_id = $1 and engine_id = $2 and state = 'resyncing'`, [runId, engine.id]);
-      await pool.query(`insert into engine_events (run_id, engine_id, event, version, detail) values ($1, $2, 'resync_failed', $3, $4)`, [runId, engine.id, claim.version, JSON.stringify({ error: (err as Error).message })]);
+      await releaseEngineResync(pool, runId, engine.id);
+      await insertEngineEvent(pool, { runId, engineId: engine.id, event: 'resync_failed', version: claim.version, detail: { error: (err as Error).message } });
     }
   }
 
@@ -261,25 +257,14 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
     const versions = [...new Set(tokenVersions)];
     const promptTokens = p.prompt.length;
     const completionTokens = tokenIds.length;
-    const call = verdict.ok ? verdict.call : null;
-    await pool.query(
-      `insert into turns (rollout_id, turn_index, engine_id, raw_text, prompt_tokens, completion_tokens, finish_reason, weight_versions, format_ok, format_reason, tool_name, tool_args, gen_ms)
-       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-       on conflict (rollout_id, turn_index) do update set engine_id = excluded.engine_id, raw_text = excluded.raw_text,
-         prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens, finish_reason = excluded.finish_reason,
-         weight_versions = excluded.weight_versions, format_ok = excluded.format_ok, format_reason = excluded.format_reason,
-         tool_name = excluded.tool_name, tool_args = excluded.tool_args, gen_ms = excluded.gen_ms`,
-      [input.rolloutId, input.turnIndex, engine.id, pgSafeText(text), promptTokens, completionTokens, finishReason, versions,
-        verdict.ok, verdict.ok ? null : verdict.reason, call?.name ?? null, call ? pgSafeJson(call.arguments) : null, genMs],
-    );
-    await pool.query(
-      `insert into turn_tokens (rollout_id, turn_index, prompt_ids, input_ids, prompt_len, completion_ids, logprobs, token_versions, render_drift) values ($1, $2, '{}', $3, $4, $5, $6, $7, $8)
-       on conflict (rollout_id, turn_index) do update set input_ids = excluded.input_ids, prompt_len = excluded.prompt_len, completion_ids = excluded.completion_ids,
-         logprobs = excluded.logprobs, token_versions = excluded.token_versions, render_drift = excluded.render_drift`,
-      [input.rolloutId, input.turnIndex, p.inputIds, promptTokens, tokenIds, logprobs, tokenVersions, p.drift ? JSON.stringify(p.drift) : null],
-    );
+    // The ids now (the next turn is built from them, and they stay out of workflow histories);
+    // the turns row once the tool has answered (the workflow's recordTurn, from what this returns).
+    await upsertTurnTokens(pool, {
+      rolloutId: input.rolloutId, turnIndex: input.turnIndex, inputIds: p.inputIds, promptLen: promptTokens, completionIds: tokenIds,
+      logprobs, tokenVersions, renderDrift: p.drift,
+    });
     const verdictForHistory: FormatVerdict = verdict.ok ? verdict : { ...verdict, detail: verdict.detail.slice(0, MAX_TEXT_IN_HISTORY) };
-    return { kind: 'generated', engineId: engine.id, verdict: verdictForHistory, finishReason, promptTokens, completionTokens, versions, genMs, drift: p.drift };
+    return { kind: 'generated', engineId: engine.id, verdict: verdictForHistory, finishReason, promptTokens, completionTokens, versions, genMs, drift: p.drift, rawText: text };
   }
 }
 

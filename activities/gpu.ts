@@ -3,7 +3,9 @@ import path from 'node:path';
 import type pg from 'pg';
 import { Context } from '@temporalio/activity';
 import { adapterFor, type EngineEndpoint } from './engines/index.js';
-import { EngineVersions } from './engines/versions.js';
+import { beginEngineUpdate, getEngineWeights, insertEngineEvent, setEngineServing } from '../store/engines.js';
+import { listRolloutTokens } from '../store/rollouts.js';
+import type { Queryable } from '../store/pool.js';
 import { modelFolder, verifyModelFolder } from './modelFolder.js';
 import type { RunConfig } from '../core/config.js';
 import { rolloutSequence, type TurnTokens } from '../core/tokenPath.js';
@@ -47,17 +49,14 @@ async function post<T>(url: string, body: unknown, timeoutMs: number): Promise<T
 
 /** One training sample per rollout (core/tokenPath.ts): the whole sequence, its loss mask,
  *  per-token behaviour log-probs and weight versions. Rollouts that generated nothing are left out. */
-export async function rolloutSamples(pool: pg.Pool, rolloutIds: string[], advantages: Record<string, number>): Promise<TrainingSample[]> {
-  const rows = await pool.query<{ rollout_id: string; group_id: string; reward: number; turn_index: number; input_ids: number[] | null; completion_ids: number[]; logprobs: number[]; token_versions: number[] }>(
-    `select r.rollout_id, r.group_id, r.reward, t.turn_index, t.input_ids, t.completion_ids, t.logprobs, t.token_versions
-     from turn_tokens t join rollouts r using (rollout_id)
-     where r.rollout_id = any($1) order by r.rollout_id, t.turn_index`, [rolloutIds]);
+export async function rolloutSamples(db: Queryable, rolloutIds: string[], advantages: Record<string, number>): Promise<TrainingSample[]> {
+  const rows = await listRolloutTokens(db, rolloutIds);
   const byRollout = new Map<string, { group_id: string; reward: number; turns: TurnTokens[] }>();
-  for (const r of rows.rows) {
-    if (r.input_ids === null) throw new Error(`rollout ${r.rollout_id} was recorded before the token path (turn_tokens.input_ids is null); it cannot be trained on`);
-    let e = byRollout.get(r.rollout_id);
-    if (!e) byRollout.set(r.rollout_id, (e = { group_id: r.group_id, reward: r.reward, turns: [] }));
-    e.turns.push({ inputIds: r.input_ids, completionIds: r.completion_ids, logprobs: r.logprobs, versions: r.token_versions });
+  for (const r of rows) {
+    if (r.inputIds === null) throw new Error(`rollout ${r.rolloutId} was recorded before the token path (turn_tokens.input_ids is null); it cannot be trained on`);
+    let e = byRollout.get(r.rolloutId);
+    if (!e) byRollout.set(r.rolloutId, (e = { group_id: r.groupId, reward: r.reward, turns: [] }));
+    e.turns.push({ inputIds: r.inputIds, completionIds: r.completionIds, logprobs: r.logprobs, versions: r.tokenVersions });
   }
   const out: TrainingSample[] = [];
   for (const [rolloutId, e] of byRollout) {
@@ -83,7 +82,6 @@ export interface LoadWeightsInput {
 export interface LoadWeightsResult { engineId: string; loadMs: number; stages?: Record<string, number> }
 
 export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
-  const weights = new EngineVersions(pool);
   // A folder is hashed once per worker process, however many engines on this node load it.
   const verified = new Map<string, Promise<Awaited<ReturnType<typeof verifyModelFolder>>>>();
   const verifiedOnce = (folder: string) => {
@@ -142,22 +140,21 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
         const stages: Record<string, number> = { verify_ms: check.ms };
         const timed = async (name: string, fn: () => Promise<unknown>) => { const t = Date.now(); await fn(); stages[name] = Date.now() - t; };
         if (input.runId) {
-          const before = await weights.get(input.runId, input.engine);
+          const before = await getEngineWeights(pool, input.runId, input.engine);
           if (before.state === 'serving' && before.version === input.version) return { engineId: input.engine.id, loadMs: 0, stages: { already_loaded: 1 } }; // a retried activity
         }
         if (adapter.inPlaceUpdates) {
           await timed('load_ms', () => adapter.loadWeights(folder, input.version));
         } else {
-          if (input.runId) await weights.beginUpdate(input.runId, input.engine);
+          if (input.runId) await beginEngineUpdate(pool, input.runId, input.engine);
           await timed('pause_ms', () => adapter.pause());
           await timed('load_ms', () => adapter.loadWeights(folder, input.version));
           await timed('flush_ms', () => adapter.flushCache());
         }
-        if (input.runId) await weights.serving(input.runId, input.engine, input.version, folder);
+        if (input.runId) await setEngineServing(pool, input.runId, input.engine, input.version, folder);
         if (!adapter.inPlaceUpdates) await timed('resume_ms', () => adapter.resume());
         if (input.runId) {
-          await pool.query(`insert into engine_events (run_id, engine_id, event, version, detail) values ($1, $2, 'weights_loaded', $3, $4)`,
-            [input.runId, input.engine.id, input.version, JSON.stringify({ kind: adapter.kind, folder, files: check.files, bytes: check.bytes, ...stages })]);
+          await insertEngineEvent(pool, { runId: input.runId, engineId: input.engine.id, event: 'weights_loaded', version: input.version, detail: { kind: adapter.kind, folder, files: check.files, bytes: check.bytes, ...stages } });
         }
         return { engineId: input.engine.id, loadMs: Date.now() - started, stages };
       } finally {

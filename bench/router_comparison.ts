@@ -12,7 +12,7 @@ import { up } from '../infra/up.js';
 import { loadRunConfig } from '../cli/config.js';
 import { parseArgs } from '../cli/args.js';
 import { runDemo } from '../cli/demo.js';
-import { dbPool, closeDbPool } from '../activities/db.js';
+import { dbPool, closeDbPool } from '../store/pool.js';
 import { buildRunSummary } from '../report/summary.js';
 import { summarizeForComparison } from '../report/stats.js';
 import { writeReport } from '../report/write.js';

@@ -10,7 +10,7 @@ import { getRunStatus, newRunId, startRun, webUiLink, runWorkflowId } from '../c
 import { selectTasks } from '../tasks/loaders.js';
 import { buildWarmStart, DEFAULT_WARM_START, policySetup, solvablePool } from '../infra/warmstart.js';
 import { startEmbeddedGpu } from '../infra/engines.js';
-import { dbPool, closeDbPool } from '../activities/db.js';
+import { dbPool, closeDbPool } from '../store/pool.js';
 import { writeReport } from '../report/write.js';
 import { stressVerdict } from '../core/stress.js';
 

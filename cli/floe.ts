@@ -10,7 +10,7 @@ import { loadRunConfig } from './config.js';
 import { ConfigError } from '../core/config.js';
 import { runDemo } from './demo.js';
 import { writeReport } from '../report/write.js';
-import { dbPool, closeDbPool } from '../activities/db.js';
+import { dbPool, closeDbPool } from '../store/pool.js';
 import type { EngineKind } from '../activities/engines/adapter.js';
 
 const USAGE = `floe — durable asynchronous RL for software-engineering agents

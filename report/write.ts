@@ -1,6 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import type pg from 'pg';
+import type { Queryable } from '../store/pool.js';
 import { renderReportHtml } from './html.js';
 import { buildRunSummary } from './summary.js';
 import type { RunSummary } from './types.js';
@@ -9,7 +9,7 @@ import type { RunSummary } from './types.js';
  *  into outDir; returns their paths. `extend` lets a caller add e.g. a router comparison
  *  before rendering, so both files carry it. */
 export async function writeReport(
-  pool: pg.Pool,
+  pool: Queryable,
   runId: string,
   outDir: string,
   extend?: (summary: RunSummary) => RunSummary | Promise<RunSummary>,

@@ -13,6 +13,9 @@ import { settings, withWorkers, type Platform } from './helpers/platform.js';
 import { startVllmDouble } from './helpers/vllmDouble.js';
 import { startSglangDouble } from './helpers/sglangDouble.js';
 import { eventually } from './helpers/wait.js';
+import { listTrainedSequences } from '../store/batches.js';
+import { listEngineEvents, listEngineRequests, listEngineWeights, listResubmittedTurns, listTurnRequests } from '../store/engines.js';
+import { countRollouts, listRollouts, listTurnTokens } from '../store/rollouts.js';
 
 /** "Bring your own engine": the whole training loop (Temporal, Postgres, podman sandboxes,
  *  the reference trainer) through each adapter, against doubles of vLLM and SGLang
@@ -23,7 +26,7 @@ import { eventually } from './helpers/wait.js';
 const TASKS = ['toy__caesar_wrap', 'toy__hex_pad'];
 /** A double generates at this rate, as a real server does, so weight updates land on requests in flight. */
 const TOKENS_PER_SECOND = 40;
-let db: pg.Client;
+let db: pg.Pool;
 let checkpoint: string;
 let platform: Platform;
 
@@ -60,8 +63,6 @@ function config(p: Pool, name: string) {
   });
 }
 
-const q = async <T = Record<string, unknown>>(sql: string, args: unknown[]): Promise<T[]> => (await db.query(sql, args)).rows as T[];
-
 /** Run 2 weight updates on `kinds`, restarting `restartId` after its first load. */
 async function trainThrough(kinds: EngineKind[], tag: string, restartId: string | null) {
   const p = await enginePool(kinds, tag);
@@ -69,23 +70,23 @@ async function trainThrough(kinds: EngineKind[], tag: string, restartId: string 
   try {
     const { runId } = await startRun(platform.client, config(p, `engines-${tag}`));
     if (restartId) {
-      await eventually(`${restartId} to load version 1`, () => q(`select 1 from engine_events where run_id = $1 and engine_id = $2 and event = 'weights_loaded'`, [runId, restartId]), (r) => r.length > 0, 300_000);
+      await eventually(`${restartId} to load version 1`, () => listEngineEvents(db, runId, { engineId: restartId, events: ['weights_loaded'] }), (r) => r.length > 0, 300_000);
       restartedAt = new Date();
       await p.restart(restartId);
     }
     const final = await platform.client.workflow.getHandle(runWorkflowId(runId)).result();
     expect(final).toMatchObject({ state: 'completed', policyVersion: 2, updatesDone: 2 });
-    await eventually('rollouts to settle', () => q<{ n: number }>(`select count(*)::int as n from rollouts where run_id = $1 and status = 'running'`, [runId]), (r) => r[0].n === 0, 120_000);
+    await eventually('rollouts to settle', () => countRollouts(db, runId, { status: 'running' }), (n) => n === 0, 120_000);
 
     // every rollout that generated has a start version; every trained token's version is recorded
-    expect(await q(`select rollout_id from rollouts where run_id = $1 and status = 'finished' and completion_tokens > 0 and version_start is null`, [runId])).toEqual([]);
-    const trained = await q<{ versions: number[]; mask: number[] }>(
-      `select s.token_versions as versions, s.loss_mask as mask from v_rollout_sequences s join batch_members b using (rollout_id) where b.run_id = $1`, [runId]);
+    const finished = await listRollouts(db, runId, { status: 'finished' });
+    expect(finished.filter((r) => (r.completionTokens ?? 0) > 0 && r.versionStart === null).map((r) => r.rolloutId)).toEqual([]);
+    const trained = await listTrainedSequences(db, runId);
     expect(trained.length).toBeGreaterThanOrEqual(2);
-    for (const t of trained) expect(t.versions.filter((v, i) => t.mask[i] === 1 && !(v >= 0 && v <= 2))).toEqual([]);
+    for (const t of trained) expect(t.tokenVersions.filter((v, i) => t.lossMask[i] === 1 && !(v >= 0 && v <= 2))).toEqual([]);
     // floe's record of what each engine serves, and the engines (the backends behind the doubles) agree
-    const served = await q<{ engine_id: string; version: number; state: string }>(`select engine_id, version, state from engine_weights where run_id = $1 order by engine_id`, [runId]);
-    expect(served.map((r) => [r.engine_id, r.version, r.state])).toEqual(p.endpoints.map((e) => [e.id, 2, 'serving']).sort());
+    const served = await listEngineWeights(db, runId);
+    expect(served.map((r) => [r.engineId, r.version, r.state])).toEqual(p.endpoints.map((e) => [e.id, 2, 'serving']).sort());
     for (const e of p.gpu.engines) expect(((await (await fetch(`${e.url}/health`)).json()) as { version: number }).version).toBe(2);
     return { runId, pool: p, restartedAt };
   } catch (err) {
@@ -98,26 +99,24 @@ async function trainThrough(kinds: EngineKind[], tag: string, restartId: string 
  *  (its kept ids stamped with the old version), then one resubmitted from the exact prefix
  *  (the turn's prompt plus every id kept so far) whose ids carry the new version. */
 async function spannedUpdates(runId: string) {
-  const turns = await q<{ rollout_id: string; turn_index: number; outcomes: string[]; versions: (number | null)[] }>(
-    `select rollout_id, turn_index, outcomes, versions from v_resubmitted_turns where run_id = $1`, [runId]);
+  const turns = await listResubmittedTurns(db, runId);
   const spans = turns.filter((t) => t.outcomes.includes('aborted') && t.outcomes[t.outcomes.length - 1] === 'answered');
   for (const s of spans) {
-    const reqs = await q<{ prefix_tokens: number; kept_before: number; generated: number | null; outcome: string; version: number | null }>(
-      `select prefix_tokens, kept_before, generated, outcome, version from engine_requests where rollout_id = $1 and turn_index = $2 order by seq`, [s.rollout_id, s.turn_index]);
-    const tok = await q<{ token_versions: number[] }>(`select token_versions from turn_tokens where rollout_id = $1 and turn_index = $2`, [s.rollout_id, s.turn_index]);
+    const reqs = await listTurnRequests(db, s.rolloutId, s.turnIndex);
+    const tok = (await listTurnTokens(db, s.rolloutId)).filter((t) => t.turnIndex === s.turnIndex);
     const stamped: number[] = [];
     let kept = 0;
     for (const r of reqs) {
       // each request is sent from the first one's prefix plus exactly the ids kept before it
-      expect(r.kept_before).toBe(kept);
-      expect(r.prefix_tokens).toBe(reqs[0].prefix_tokens + kept);
+      expect(r.keptBefore).toBe(kept);
+      expect(r.prefixTokens).toBe(reqs[0].prefixTokens + kept);
       if (r.outcome === 'aborted' || r.outcome === 'answered') {
         stamped.push(...new Array<number>(r.generated ?? 0).fill(r.version!));
         kept += r.generated ?? 0;
       }
     }
     // the turn's recorded per-token versions are the kept requests' versions, in order
-    expect(tok[0].token_versions).toEqual(stamped);
+    expect(tok[0].tokenVersions).toEqual(stamped);
   }
   return spans.filter((s) => {
     const v = s.versions.filter((x): x is number => x !== null);
@@ -126,8 +125,7 @@ async function spannedUpdates(runId: string) {
 }
 
 beforeAll(async () => {
-  db = new pg.Client({ connectionString: settings.postgres.url });
-  await db.connect();
+  db = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
   const tasks = selectTasks({ source: 'toy', include: TASKS, limit: 0, excludeLooseTests: true, onBadRow: 'fail' }).tasks;
   checkpoint = await buildWarmStart(settings, tasks, { steps: 20, lr: 3e-3, model: 'tiny', seed: 0 });
   platform = await withWorkers(['control', 'sandbox', 'gpu']);
@@ -149,10 +147,11 @@ describe('the training loop through each adapter', () => {
         // into it (a resync, or the next update) before any of its answers was kept again, and
         // requests it dropped when it went away were placed again
         const restarted = `${kind}-1`;
-        const reload = await q<{ at: Date }>(`select min(at) as at from engine_events where run_id = $1 and engine_id = $2 and event in ('resynced', 'weights_loaded') and at > $3`, [runId, restarted, restartedAt]);
-        expect(reload[0].at).not.toBeNull();
-        const keptBefore = await q(`select request_id from engine_requests where run_id = $1 and engine_id = $2 and outcome in ('answered', 'aborted') and sent_at > $3 and answered_at < $4`, [runId, restarted, restartedAt, reload[0].at]);
-        expect(keptBefore).toEqual([]);
+        const reload = (await listEngineEvents(db, runId, { engineId: restarted, events: ['resynced', 'weights_loaded'] })).find((e) => e.at > restartedAt!);
+        expect(reload).toBeDefined();
+        const keptBefore = (await listEngineRequests(db, runId, { engineId: restarted }))
+          .filter((r) => (r.outcome === 'answered' || r.outcome === 'aborted') && r.sentAt > restartedAt! && r.answeredAt !== null && r.answeredAt < reload!.at);
+        expect(keptBefore.map((r) => r.requestId)).toEqual([]);
       } finally {
         await pool.close();
       }

@@ -9,6 +9,8 @@ import { buildWarmStart, solvablePool, type PolicySetup } from '../infra/warmsta
 import { startEmbeddedGpu, type EmbeddedGpu } from '../infra/engines.js';
 import { repoRoot } from '../infra/settings.js';
 import { settings, withWorkers, type Platform } from './helpers/platform.js';
+import { listPolicyVersions } from '../store/batches.js';
+import { listRollouts, listRunTurnTokens } from '../store/rollouts.js';
 
 /** A real model's token path through the whole loop, on this machine's CPU: a small
  *  random-init Qwen3-architecture model (configs/models/qwen3-cpu.json) with Qwen's real
@@ -19,13 +21,12 @@ import { settings, withWorkers, type Platform } from './helpers/platform.js';
 const MODEL = 'hf:configs/models/qwen3-cpu.json';
 const setup: PolicySetup = { model: MODEL, tokenizer: 'builtin:qwen3.6', chatTemplate: '', contextTokens: 4096, systemPrompt: SYSTEM_PROMPT };
 const TASKS = ['toy__caesar_wrap', 'toy__hex_pad'];
-let db: pg.Client;
+let db: pg.Pool;
 let gpu: EmbeddedGpu;
 let platform: Platform;
 
 beforeAll(async () => {
-  db = new pg.Client({ connectionString: settings.postgres.url });
-  await db.connect();
+  db = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
   const tasks = selectTasks({ source: 'toy', include: TASKS, limit: 0, excludeLooseTests: true, onBadRow: 'fail' }).tasks;
   const pool = await solvablePool(settings, tasks, 0, 96, setup);
   expect(pool.tasks.map((t) => t.instanceId).sort()).toEqual(TASKS);
@@ -60,16 +61,16 @@ describe('a Qwen3-architecture policy with the real vocabulary', () => {
       expect(h.version).toBe(2);
       expect(h.tokenizer).toMatchObject({ kind: 'hf', name: 'qwen3.6' });
     }
-    const versions = await db.query('select version, metrics from policy_versions where run_id = $1 order by version', [runId]);
-    expect(versions.rows.map((r) => r.version)).toEqual([1, 2]);
+    const versions = await listPolicyVersions(db, runId);
+    expect(versions.map((r) => r.version)).toEqual([1, 2]);
     // matched numerics (fp32 on CPU): the trainer's logprobs of the batch = the engines' behaviour logprobs
-    expect(versions.rows[0].metrics.mismatch_mean_abs_logprob).toBeLessThan(1e-4);
-    expect(versions.rows[0].metrics.masked_tokens).toBeGreaterThan(0);
+    expect(versions[0].metrics!.mismatch_mean_abs_logprob).toBeLessThan(1e-4);
+    expect(versions[0].metrics!.masked_tokens).toBeGreaterThan(0);
     // the real vocabulary: generated ids beyond any byte range
-    const ids = await db.query(`select max(x)::int as m from turn_tokens t join rollouts r using (rollout_id), unnest(t.completion_ids) x where r.run_id = $1`, [runId]);
-    expect(ids.rows[0].m).toBeGreaterThan(248000);
-    const rewards = await db.query(`select count(*)::int as n, coalesce(sum(reward), 0)::float as solved from rollouts where run_id = $1 and status = 'finished'`, [runId]);
-    expect(rewards.rows[0].n).toBeGreaterThanOrEqual(16);
-    expect(rewards.rows[0].solved).toBeGreaterThan(0);
+    const ids = (await listRunTurnTokens(db, runId)).flatMap((t) => t.completionIds);
+    expect(ids.reduce((m, x) => Math.max(m, x), 0)).toBeGreaterThan(248000);
+    const finished = await listRollouts(db, runId, { status: 'finished' });
+    expect(finished.length).toBeGreaterThanOrEqual(16);
+    expect(finished.reduce((n, r) => n + (r.reward ?? 0), 0)).toBeGreaterThan(0);
   }, 1_200_000);
 });

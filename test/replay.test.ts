@@ -8,7 +8,10 @@ import { workflowsPath } from '../workers/worker.js';
 /** Determinism guard: histories recorded from real runs (test/fixtures/histories, written by
  *  `FLOE_RECORD_HISTORIES=1 npx vitest run test/runLifecycle.test.ts` and the rollout tests)
  *  must replay with the current workflow code. A change that breaks one needs patching
- *  (workflow.patched) or a deliberate re-recording. */
+ *  (workflow.patched) or a deliberate re-recording. floe-rollout-pre005-*: rollouts recorded
+ *  with the workflow code before turns were written once (migration 005), against stub
+ *  activities whose generate answers have no rawText: a tool result, a format failure and a
+ *  sandbox failure, which the rollout workflow must still replay (its legacy branch). */
 const dir = path.join(import.meta.dirname, 'fixtures', 'histories');
 
 describe('workflow determinism', () => {

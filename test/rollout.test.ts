@@ -6,6 +6,8 @@ import { CONTROL_QUEUE } from '../core/taskQueues.js';
 import { parseRunConfig } from '../core/config.js';
 import { renderToolCall, type ToolCall } from '../core/tools.js';
 import { createTaskActivities } from '../activities/tasks.js';
+import { insertRun } from '../store/runs.js';
+import { countShortcutFlags, getGateDecision, listRunTurns, listTurns } from '../store/rollouts.js';
 import { Renderers } from '../activities/renderer.js';
 import type { RenderSpec } from '../core/renderSpec.js';
 import { repoRoot } from '../infra/settings.js';
@@ -27,7 +29,7 @@ let engine: ScriptedEngine;
 /** Text-only corpus outputs are generated as a real BPE model's ids: Qwen's tokenizer (builtin:qwen3.6). */
 const QWEN: RenderSpec = { tokenizer: 'builtin:qwen3.6', chatTemplate: '' };
 const renderers = new Renderers({ python: settings.python.bin, home: settings.home, repoRoot });
-let db: pg.Client;
+let db: pg.Pool;
 
 function rolloutSettings(e: ScriptedEngine = engine, render?: RenderSpec): RolloutSettings {
   const c = parseRunConfig({ rollout: { maxTurns: 4 } });
@@ -64,12 +66,9 @@ const submit = call({ name: 'submit', arguments: {} });
 beforeAll(async () => {
   platform = await withWorkers(['control', 'sandbox']);
   engine = await startScriptedEngine();
-  db = new pg.Client({ connectionString: settings.postgres.url });
-  await db.connect();
-  await db.query(`insert into runs (run_id, workflow_id, name, config) values ($1, $1, 'rollout-test', '{}')`, [runId]);
-  const pool = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
-  await createTaskActivities(pool).loadTaskPool({ source: 'toy', include: [], limit: 0, excludeLooseTests: false, onBadRow: 'fail' });
-  await pool.end();
+  db = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
+  await insertRun(db, { runId, workflowId: runId, name: 'rollout-test', config: parseRunConfig({ name: 'rollout-test' }) });
+  await createTaskActivities(db).loadTaskPool({ source: 'toy', include: [], limit: 0, excludeLooseTests: false, onBadRow: 'fail' });
 });
 
 afterAll(async () => {
@@ -79,7 +78,8 @@ afterAll(async () => {
   await platform?.close();
 });
 
-const gateOf = async (rolloutId: string) => (await db.query('select gate, reward, detail from gate_decisions where rollout_id = $1', [rolloutId])).rows[0];
+/** The gate decision; detail is the gate's evidence (jsonb), typed as far as these tests read it. */
+const gateOf = async (rolloutId: string) => (await getGateDecision(db, rolloutId)) as { gate: string; reward: number; detail: { failing: string[]; reason: string } };
 
 describe('rollouts with a scripted policy', () => {
   it('the gold fix plus submit earns 1 on every toy task', async () => {
@@ -87,8 +87,10 @@ describe('rollouts with a scripted policy', () => {
     const failed = results.filter((r) => r.reward !== 1).map((r) => `${r.taskId}: ${r.gate}`);
     expect(failed).toEqual([]);
     for (const r of results.slice(0, 3)) expect(await gateOf(r.rolloutId)).toMatchObject({ gate: 'passed', reward: 1 });
-    const turns = await db.query(`select count(*)::int as n from turns t join rollouts r using (rollout_id) where r.run_id = $1 and t.format_ok and t.observation is not null`, [runId]);
-    expect(turns.rows[0].n).toBeGreaterThanOrEqual(tasks.length);
+    const turns = (await listRunTurns(db, runId)).filter((t) => t.formatOk && t.observation !== null);
+    expect(turns.length).toBeGreaterThanOrEqual(tasks.length);
+    // every turn's row was written once, whole: the tool's fields are there wherever a tool ran
+    for (const t of turns) expect(t).toMatchObject({ toolName: 'bash', exitCode: expect.any(Number), toolMs: expect.any(Number) });
   }, 900_000);
 
   it('a submit without a fix earns 0 (tests failed)', async () => {
@@ -128,24 +130,26 @@ describe('rollouts with a scripted policy', () => {
     });
     const wrong = results.filter(({ c, r, g }) => r.reward !== 0 || g.gate !== 'format' || g.detail.reason !== c.expect).map(({ c, g }) => `${c.id}: expected format/${c.expect}, got ${g.gate}/${g.detail.reason}`);
     expect(wrong).toEqual([]);
-    const stored = await db.query(`select t.format_reason from turns t join rollouts r using (rollout_id) where r.run_id = $1 and not t.format_ok`, [runId]);
-    expect(stored.rowCount).toBe(malformed.length);
+    const stored = (await listRunTurns(db, runId)).filter((t) => !t.formatOk);
+    expect(stored).toHaveLength(malformed.length);
+    expect(stored.every((t) => t.formatReason !== null && t.observation === null)).toBe(true);
   }, 600_000);
 
   it('an output with NUL bytes is recorded (Postgres text cannot hold NUL) and gated', async () => {
     const r = await runRollout(tasks[5].instanceId, [{ text: `thinking\u0000 ${renderToolCall({ name: 'submit', arguments: {} })}` }]);
     expect(r.reward).toBe(0);
     expect(['format', 'tests_failed']).toContain(r.gate);
-    const t = await db.query('select raw_text, format_reason from turns where rollout_id = $1', [r.rolloutId]);
-    expect(t.rows[0].raw_text).toContain('thinking\uFFFD');
+    const [t] = await listTurns(db, r.rolloutId);
+    expect(t.rawText).toContain('thinking\uFFFD');
   });
 
   it('shortcut attempts are flagged and counted per run', async () => {
     const r = await runRollout(tasks[4].instanceId, [bash('git log --all --oneline'), bash('curl https://github.com'), bash('find / -name "test_hidden*"'), submit]);
     expect(r.shortcutFlags).toEqual(['git_history', 'hidden_tests', 'network']);
-    const v = await db.query('select flag, rollouts from v_shortcuts where run_id = $1 order by flag', [runId]);
-    expect(v.rows.map((x) => x.flag)).toEqual(['git_history', 'hidden_tests', 'network']);
-    const obs = await db.query(`select observation from turns where rollout_id = $1 and turn_index = 0`, [r.rolloutId]);
-    expect(obs.rows[0].observation.split('\n').filter((l: string) => /^[0-9a-f]{7,}/.test(l))).toHaveLength(1); // one commit
+    const v = await countShortcutFlags(db, runId);
+    expect(v.map((x) => x.flag)).toEqual(['git_history', 'hidden_tests', 'network']);
+    const turns = await listTurns(db, r.rolloutId);
+    expect(turns.map((t) => t.shortcutFlags)).toEqual([['git_history'], ['network'], ['hidden_tests'], []]);
+    expect(turns[0].observation!.split('\n').filter((l: string) => /^[0-9a-f]{7,}/.test(l))).toHaveLength(1); // one commit
   });
 });

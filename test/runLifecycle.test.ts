@@ -14,6 +14,7 @@ import { floe } from './helpers/cli.js';
 import { eventually } from './helpers/wait.js';
 import { renderToolCall } from '../core/tools.js';
 import { startScriptedEngine, type ScriptedEngine } from './helpers/scriptedEngine.js';
+import { countRuns, getRun } from '../store/runs.js';
 
 /** The platform end to end: the floe CLI starts, lists, pauses, resumes and stops a real run
  *  on the real Temporal server, Postgres follows, history survives a server restart, the Web
@@ -22,7 +23,7 @@ import { startScriptedEngine, type ScriptedEngine } from './helpers/scriptedEngi
 const oneToyTask = ['--set', 'tasks.source=toy', '--set', 'tasks.include=["toy__c_to_f"]', '--set', 'tasks.excludeLooseTests=false'];
 const outDir = path.join(import.meta.dirname, 'out');
 let platform: Platform;
-let db: pg.Client;
+let db: pg.Pool;
 /** Test double: every turn submits at once (a real rollout, graded, reward 0). */
 let engine: ScriptedEngine;
 const finished: string[] = [];
@@ -30,8 +31,7 @@ const finished: string[] = [];
 beforeAll(async () => {
   platform = await withWorkers(['control', 'sandbox']);
   engine = await startScriptedEngine({ fallback: { text: renderToolCall({ name: 'submit', arguments: {} }) } });
-  db = new pg.Client({ connectionString: settings.postgres.url });
-  await db.connect();
+  db = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
   fs.mkdirSync(outDir, { recursive: true });
 });
 afterAll(async () => {
@@ -55,7 +55,7 @@ async function startViaCli(name: string): Promise<string> {
   return m![1];
 }
 
-const dbStatus = async (runId: string) => (await db.query('select status, ended_at from runs where run_id = $1', [runId])).rows[0];
+const dbStatus = (runId: string) => getRun(db, runId);
 
 describe('runs through the floe CLI', () => {
   it('start, list (also in `temporal workflow list`), status, pause, resume, stop', async () => {
@@ -67,28 +67,28 @@ describe('runs through the floe CLI', () => {
     await eventually('the task pool to load', () => getRunStatus(platform.client, runId), (s) => s.pool.active === 1);
     expect((await floe(['run', 'status', runId])).stdout).toMatch(new RegExp(`${runId}: running`));
     expect((await floe(['run', 'pause', runId])).stdout).toContain('paused');
-    expect((await dbStatus(runId)).status).toBe('paused');
+    expect((await dbStatus(runId))?.status).toBe('paused');
     expect((await floe(['run', 'resume', runId])).stdout).toContain('running');
-    expect((await dbStatus(runId)).status).toBe('running');
+    expect((await dbStatus(runId))?.status).toBe('running');
     expect((await floe(['run', 'stop', runId])).stdout).toMatch(/stopping|stopped/);
     await eventually('the run to stop', () => getRunStatus(platform.client, runId), (s) => s.state === 'stopped');
     const row = await dbStatus(runId);
-    expect(row.status).toBe('stopped');
-    expect(row.ended_at).not.toBeNull();
+    expect(row?.status).toBe('stopped');
+    expect(row?.endedAt).not.toBeNull();
     const json = JSON.parse((await floe(['run', 'status', runId, '--json'])).stdout);
     expect(json).toMatchObject({ runId, state: 'stopped' });
     finished.push(runWorkflowId(runId));
   });
 
   it('refuses a bad config, naming the field, before anything runs', async () => {
-    const before = (await db.query('select count(*)::int as n from runs')).rows[0].n;
+    const before = await countRuns(db);
     const bad = path.join(outDir, 'bad-run.yaml');
     fs.writeFileSync(bad, 'rollout:\n  groupSize: -2\nengines:\n  router: fastest\n');
     const r = (await floe(['run', 'start', bad]));
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/rollout\.groupSize: Too small/);
     expect(r.stderr).toMatch(/engines\.router: Invalid option/);
-    const after = (await db.query('select count(*)::int as n from runs')).rows[0].n;
+    const after = await countRuns(db);
     expect(after).toBe(before);
     const none = run(temporalBin(settings), ['workflow', 'count', '--address', settings.temporal.address, '--query', `WorkflowType = 'trainingRun' AND StartTime > '${new Date(Date.now() - 5000).toISOString()}'`]);
     expect(none.stdout).toMatch(/Total: 0/);
@@ -100,8 +100,8 @@ describe('runs through the floe CLI', () => {
     const r = (await floe(['run', 'start', '--set', 'name=badsource', '--set', 'tasks.source=/no/such.jsonl', ...runArgs()]));
     const runId = /started run (\S+)/.exec(r.stdout)![1];
     await eventually('the run to fail', () => dbStatus(runId), (row) => row?.status === 'failed');
-    const summary = (await db.query('select summary from runs where run_id = $1', [runId])).rows[0].summary;
-    expect(summary.error).toMatch(/no such file|ENOENT/i);
+    const summary = (await getRun(db, runId))?.summary;
+    expect(summary?.error).toMatch(/no such file|ENOENT/i);
   });
 
   it('keeps history across a restart of the Temporal server', async () => {

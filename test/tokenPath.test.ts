@@ -9,6 +9,10 @@ import { createAuditActivities } from '../activities/audit.js';
 import { createGenerateActivities, type GenerateTurnInput } from '../activities/generate.js';
 import { rolloutSamples } from '../activities/gpu.js';
 import { createTaskActivities } from '../activities/tasks.js';
+import { getRolloutSequence, listTurns, listTurnTokens } from '../store/rollouts.js';
+import { insertRun } from '../store/runs.js';
+import { getProblemStatement } from '../store/tasks.js';
+import { parseRunConfig } from '../core/config.js';
 import { LiveRouter } from '../activities/router.js';
 import { Renderers, resolveTokenizer, type Renderer } from '../activities/renderer.js';
 import { repoRoot } from '../infra/settings.js';
@@ -73,7 +77,7 @@ beforeAll(async () => {
   engine = await startScriptedEngine();
   acts = createGenerateActivities(pool, new LiveRouter(), renderers);
   audit = createAuditActivities(pool);
-  await pool.query(`insert into runs (run_id, workflow_id, name, config) values ($1, $1, 'token-path-test', '{}')`, [runId]);
+  await insertRun(pool, { runId, workflowId: runId, name: 'token-path-test', config: parseRunConfig({ name: 'token-path-test' }) });
   await createTaskActivities(pool).loadTaskPool({ source: 'toy', include: [TASK], limit: 0, excludeLooseTests: false, onBadRow: 'fail' });
 }, 120_000);
 
@@ -98,7 +102,9 @@ describe('token in, token out', () => {
       expect(gen.kind).toBe('generated');
       if (gen.kind !== 'generated') return;
       expect(gen.verdict.ok, JSON.stringify(gen.verdict)).toBe(true);
-      if (t < 9) await audit.recordToolResult({ rolloutId, turnIndex: t, observation: renderObservation(OUTPUTS[t], 400, 20), exitCode: OUTPUTS[t].exitCode, shortcutFlags: [], toolMs: 1 });
+      // the turn's row, once, as the rollout workflow writes it: with the tool's result (the last turn submits)
+      const tool = t < 9 ? { observation: renderObservation(OUTPUTS[t], 400, 20), exitCode: OUTPUTS[t].exitCode, toolMs: 1 } : null;
+      await audit.recordTurn({ rolloutId, turnIndex: t, generated: gen, shortcutFlags: [], tool });
     }
     const prompts = engine.requests.filter((r) => r.user === rolloutId).map((r) => r.prompt);
     expect(prompts).toHaveLength(10);
@@ -112,27 +118,27 @@ describe('token in, token out', () => {
     expect(completions.every((c) => c[c.length - 1] === qwen.info.eos_token_id)).toBe(true);
     // the raw NUL the model wrote is in its ids (and so in every later prompt); the text column is a view
     expect(await qwen.decode(completions[3])).toContain('\u0000');
-    const t3 = await pool.query('select raw_text from turns where rollout_id = $1 and turn_index = 3', [rolloutId]);
-    expect(t3.rows[0].raw_text).toContain('thinking\uFFFD');
+    const turns = await listTurns(pool, rolloutId);
+    expect(turns.map((t) => t.turnIndex)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(turns[3].rawText).toContain('thinking\uFFFD');
     // the truncated long output was shown cut in the middle
-    const t4 = await pool.query('select observation from turns where rollout_id = $1 and turn_index = 4', [rolloutId]);
-    expect(t4.rows[0].observation).toContain('chars omitted');
-    expect(t4.rows[0].observation).toBe(renderObservation(OUTPUTS[4], 400, 20));
+    expect(turns[4].observation).toContain('chars omitted');
+    expect(turns[4]).toMatchObject({ observation: renderObservation(OUTPUTS[4], 400, 20), exitCode: 1, toolName: 'bash', toolArgs: { command: COMMANDS[4] }, formatOk: true });
+    expect(turns[9]).toMatchObject({ toolName: 'submit', observation: null, exitCode: null, toolMs: null });
     expect(truncateMiddle('x'.repeat(3000), 400).length).toBeLessThanOrEqual(400);
 
     // turn 0 is exactly what the tokenizer's own apply_chat_template gives
-    const task = await pool.query<{ problem: string }>(`select instance->>'problemStatement' as problem from tasks where task_id = $1`, [TASK]);
-    const messages0 = conversation(SYSTEM_PROMPT, task.rows[0].problem, []);
+    const messages0 = conversation(SYSTEM_PROMPT, (await getProblemStatement(pool, TASK))!, []);
     expect(prompts[0]).toEqual(transformersChatTemplate(messages0, toolSchemas()));
     expect(await qwen.decode(prompts[0])).toContain('"name": "bash"'); // the tools' JSON schemas are in the system turn
 
     // the template's full rendering agrees with the concatenation until the NUL: the text view
     // re-rendered has U+FFFD where the ids have NUL, so from turn 4 on the drift is recorded there
-    const drift = await pool.query('select turn_index, render_drift from turn_tokens where rollout_id = $1 order by turn_index', [rolloutId]);
-    expect(drift.rows.slice(0, 4).map((r) => r.render_drift)).toEqual([null, null, null, null]);
-    for (const r of drift.rows.slice(4)) {
-      expect(r.render_drift.at).toBeGreaterThanOrEqual(prompts[3].length);
-      expect(r.render_drift.at).toBeLessThan(prompts[3].length + completions[3].length);
+    const drift = await listTurnTokens(pool, rolloutId);
+    expect(drift.slice(0, 4).map((r) => r.renderDrift)).toEqual([null, null, null, null]);
+    for (const r of drift.slice(4)) {
+      expect(r.renderDrift!.at).toBeGreaterThanOrEqual(prompts[3].length);
+      expect(r.renderDrift!.at).toBeLessThan(prompts[3].length + completions[3].length);
     }
 
     // one training sample: the final sequence, masked over exactly the generated tokens
@@ -144,9 +150,9 @@ describe('token in, token out', () => {
     expect(sample.behaviour_logprobs).toHaveLength(finalLength);
     expect(sample.token_versions.filter((v) => v >= 0)).toHaveLength(completions.reduce((n, c) => n + c.length, 0));
     // …and the documented view of it says the same
-    const view = await pool.query('select ids, loss_mask, generated_tokens::int as g from v_rollout_sequences where rollout_id = $1', [rolloutId]);
-    expect(view.rows[0].ids).toEqual(sample.ids);
-    expect(view.rows[0].loss_mask).toEqual(sample.loss_mask);
+    const view = await getRolloutSequence(pool, rolloutId);
+    expect(view!.ids).toEqual(sample.ids);
+    expect(view!.lossMask).toEqual(sample.loss_mask);
   }, 180_000);
 
   it('keeps what the model saw when its ids are not the canonical tokenization, and records the drift', async () => {
@@ -159,14 +165,23 @@ describe('token in, token out', () => {
     expect(await qwen.decode(split)).toBe(await qwen.decode(canonical));
     expect(split).not.toEqual(canonical);
     engine.script(rolloutId, [{ tokenIds: split }, { tokenIds: await qwen.assistantIds(renderToolCall({ name: 'submit', arguments: {} })) }]);
-    await acts.generateTurn(input(rolloutId, 0));
-    await audit.recordToolResult({ rolloutId, turnIndex: 0, observation: 'exit code 0\na.py', exitCode: 0, shortcutFlags: [], toolMs: 1 });
+    const gen0 = await acts.generateTurn(input(rolloutId, 0));
+    if (gen0.kind !== 'generated') throw new Error(`turn 0: ${gen0.kind}`);
+    // the ids are recorded as soon as they are generated; the turn's row only once the turn is
+    // over, and the next turn is not generated before it
+    expect(await listTurnTokens(pool, rolloutId)).toHaveLength(1);
+    expect(await listTurns(pool, rolloutId)).toEqual([]);
+    await expect(acts.generateTurn(input(rolloutId, 1))).rejects.toThrow(/expected 1 earlier turns/);
+    await audit.recordTurn({ rolloutId, turnIndex: 0, generated: gen0, shortcutFlags: [], tool: { observation: 'exit code 0\na.py', exitCode: 0, toolMs: 1 } });
+    // a retried recordTurn finds the row written and leaves it
+    await audit.recordTurn({ rolloutId, turnIndex: 0, generated: gen0, shortcutFlags: [], tool: { observation: 'a retry', exitCode: 0, toolMs: 2 } });
+    expect(await listTurns(pool, rolloutId)).toMatchObject([{ turnIndex: 0, observation: 'exit code 0\na.py', toolMs: 1, toolName: 'bash' }]);
     const gen = await acts.generateTurn(input(rolloutId, 1));
     expect(gen.kind === 'generated' && gen.drift).toBeTruthy();
     const prompts = engine.requests.filter((r) => r.user === rolloutId).map((r) => r.prompt);
     expect(prompts[1].slice(0, prompts[0].length + split.length)).toEqual([...prompts[0], ...split]);
-    const row = await pool.query('select render_drift from turn_tokens where rollout_id = $1 and turn_index = 1', [rolloutId]);
-    expect(row.rows[0].render_drift).toMatchObject({ at: prompts[0].length + Math.min(...canonical.map((id, i) => (id === split[i] ? Infinity : i))) });
+    const row = (await listTurnTokens(pool, rolloutId)).find((t) => t.turnIndex === 1);
+    expect(row!.renderDrift).toMatchObject({ at: prompts[0].length + Math.min(...canonical.map((id, i) => (id === split[i] ? Infinity : i))) });
   }, 60_000);
 
   it('a renderer keeps its process alive while a reply is due, and not after', () => {

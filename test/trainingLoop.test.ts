@@ -13,12 +13,15 @@ import { settings, withWorkers, type Platform } from './helpers/platform.js';
 import { startScriptedEngine, type ScriptedEngine } from './helpers/scriptedEngine.js';
 import { floeBin } from './helpers/cli.js';
 import { eventually } from './helpers/wait.js';
+import { listBatchMembers, listPolicyVersions } from '../store/batches.js';
+import { engineLoadTotals } from '../store/engines.js';
+import { countRollouts, listRollouts, listRunTurns, listRunTurnTokens } from '../store/rollouts.js';
 
 /** The asynchronous loop on real parts: Temporal, Postgres, podman sandboxes, and the
  *  reference engines and trainer (a briefly warm-started tiny policy on CPU). */
 
 const TASKS = ['toy__caesar_wrap', 'toy__hex_pad'];
-let db: pg.Client;
+let db: pg.Pool;
 let gpu: EmbeddedGpu;
 let checkpoint: string;
 let scripted: ScriptedEngine;
@@ -39,15 +42,14 @@ function loopConfig(over: Partial<RunConfig['training']> = {}, g: EmbeddedGpu = 
 }
 
 async function batchIntegrity(runId: string) {
-  const twice = await db.query('select rollout_id from batch_members where run_id = $1 group by rollout_id having count(*) > 1', [runId]);
-  const members = await db.query<{ n: number }>('select count(*)::int as n from batch_members where run_id = $1', [runId]);
-  const declared = await db.query<{ n: number }>('select coalesce(sum(batch_rollouts), 0)::int as n from policy_versions where run_id = $1', [runId]);
-  return { twice: twice.rowCount, members: members.rows[0].n, declared: declared.rows[0].n };
+  const members = await listBatchMembers(db, runId);
+  const ids = members.map((m) => m.rolloutId);
+  const declared = (await listPolicyVersions(db, runId)).reduce((n, v) => n + (v.batchRollouts ?? 0), 0);
+  return { twice: ids.length - new Set(ids).size, members: members.length, declared, ids };
 }
 
 beforeAll(async () => {
-  db = new pg.Client({ connectionString: settings.postgres.url });
-  await db.connect();
+  db = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
   const tasks = selectTasks({ source: 'toy', include: TASKS, limit: 0, excludeLooseTests: true, onBadRow: 'fail' }).tasks;
   checkpoint = await buildWarmStart(settings, tasks, { steps: 20, lr: 3e-3, model: 'tiny', seed: 0 });
   gpu = await startGpu('a');
@@ -69,21 +71,30 @@ describe('trainingRun', () => {
     const { runId } = await startRun(platform.client, loopConfig());
     const final = await platform.client.workflow.getHandle(runWorkflowId(runId)).result();
     expect(final).toMatchObject({ state: 'completed', policyVersion: 2, updatesDone: 2 });
-    const versions = await db.query('select version, batch_rollouts, metrics, load_ms, update_ms from policy_versions where run_id = $1 order by version', [runId]);
-    expect(versions.rows.map((r) => r.version)).toEqual([1, 2]);
-    for (const v of versions.rows) {
-      expect(v.batch_rollouts).toBeGreaterThanOrEqual(2);
-      expect(v.metrics.mismatch_mean_abs_logprob).toBeLessThan(1e-3); // fp32 engine and trainer agree
-      expect(Object.keys(v.load_ms).sort()).toEqual(['engine-0', 'engine-1']);
+    const versions = await listPolicyVersions(db, runId);
+    expect(versions.map((r) => r.version)).toEqual([1, 2]);
+    for (const v of versions) {
+      expect(v.batchRollouts).toBeGreaterThanOrEqual(2);
+      expect(v.metrics!.mismatch_mean_abs_logprob).toBeLessThan(1e-3); // fp32 engine and trainer agree
+      expect(Object.keys(v.loadMs!).sort()).toEqual(['engine-0', 'engine-1']);
     }
     for (const e of gpu.engines) expect((await (await fetch(`${e.url}/health`)).json()).version).toBe(2);
     expect(await batchIntegrity(runId)).toMatchObject({ twice: 0 });
     const { members, declared } = await batchIntegrity(runId);
     expect(members).toBe(declared);
-    const placed = await db.query(`select engine_id, count(*)::int as n from engine_events where run_id = $1 and event = 'placed' group by engine_id`, [runId]);
-    expect(placed.rowCount).toBe(2); // least-loaded spread the work over both engines
-    const tokens = await db.query(`select tt.token_versions from turn_tokens tt join rollouts r using (rollout_id) where r.run_id = $1`, [runId]);
-    expect(tokens.rows.flatMap((r) => r.token_versions as number[]).every((v) => v >= 0 && v <= 2)).toBe(true);
+    const placed = (await engineLoadTotals(db, runId)).filter((e) => e.placements > 0);
+    expect(placed).toHaveLength(2); // least-loaded spread the work over both engines
+    const tokens = await listRunTurnTokens(db, runId);
+    expect(tokens.flatMap((r) => r.tokenVersions).every((v) => v >= 0 && v <= 2)).toBe(true);
+    // every turn of a finished rollout has its ids and its one row
+    const turns = await listRunTurns(db, runId);
+    const finished = await listRollouts(db, runId, { status: 'finished' });
+    expect(finished.length).toBeGreaterThan(0);
+    for (const r of finished) {
+      const mine = (t: { rolloutId: string }) => t.rolloutId === r.rolloutId;
+      expect(turns.filter(mine).map((t) => t.turnIndex)).toEqual([...Array(r.nTurns).keys()]);
+      expect(tokens.filter(mine).map((t) => t.turnIndex)).toEqual([...Array(r.nTurns).keys()]);
+    }
   }, 600_000);
 
   it('continues as new before its history grows long, and goes on', async () => {
@@ -120,12 +131,12 @@ describe('a worker killed with SIGKILL mid-run', () => {
       const final = await client.workflow.getHandle(runWorkflowId(runId)).result();
       expect(final).toMatchObject({ state: 'completed', updatesDone: 3 });
       // let abandoned rollouts finish, then check the books
-      await eventually('rollouts to settle', async () => (await db.query(`select count(*)::int as n from rollouts where run_id = $1 and status = 'running'`, [runId])).rows[0].n, (n) => n === 0, 180_000);
+      await eventually('rollouts to settle', () => countRollouts(db, runId, { status: 'running' }), (n) => n === 0, 180_000);
       const integrity = await batchIntegrity(runId);
       expect(integrity.twice).toBe(0);
       expect(integrity.members).toBe(integrity.declared);
-      const trained = await db.query(`select count(*)::int as n from batch_members b join rollouts r using (rollout_id) where b.run_id = $1 and r.status <> 'finished'`, [runId]);
-      expect(trained.rows[0].n).toBe(0);
+      const finished = new Set((await listRollouts(db, runId, { status: 'finished' })).map((r) => r.rolloutId));
+      expect(integrity.ids.filter((id) => !finished.has(id))).toEqual([]);
     } finally {
       kill9(worker);
       await own.stop();

@@ -8,15 +8,17 @@ import { detectShortcuts } from '../core/shortcuts.js';
 import { rootMessage } from '../core/failures.js';
 import { CONTROL_QUEUE, sandboxQueue } from '../core/taskQueues.js';
 import { FloeKind, FloeRunId, FloeTaskId } from '../core/searchAttributes.js';
-import type { AuditActivities } from '../activities/audit.js';
-import type { GenerateActivities } from '../activities/generate.js';
+import type { AuditActivities, TurnOutcome } from '../activities/audit.js';
+import type { GeneratedTurn, GenerateActivities } from '../activities/generate.js';
 import type { EngineEndpoint } from '../activities/engines/adapter.js';
 import type { SandboxActivities } from '../activities/sandbox.js';
 import type { RenderSpec } from '../core/renderSpec.js';
 import { rewardGate, type GateResult, type RolloutEnding } from './rewardGate.js';
 
 /** One attempt at one task: a sandbox, then turns (generate → gate the raw output → run the
- *  tool) until submit or a gate ends it, then the rewardGate child decides the reward. */
+ *  tool → record the turn) until submit or a gate ends it, then the rewardGate child decides
+ *  the reward. The generate activity records a turn's ids; the turn's row is written once,
+ *  when the turn is over, with the generation's fields and the tool's result. */
 
 export interface RolloutSettings {
   engines: EngineEndpoint[];
@@ -128,23 +130,41 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       completionTokens += gen.completionTokens;
       for (const v of gen.versions) if (versions[versions.length - 1] !== v) versions.push(v);
 
-      const decision = gateTurn(state, gen.verdict, cfg.budgets);
-      if (decision.action === 'end') return { kind: 'ended', ended: decision.ended };
-      if (decision.action === 'submit') {
-        const d = await sandbox.extractDiff({ containerId: containerId!, maxBytes: cfg.maxDiffBytes });
-        await audit.recordSubmission({ rolloutId, diff: d.diff, bytes: d.bytes, truncated: d.truncated });
-        if (d.truncated) return { kind: 'ended', ended: { gate: 'diff_too_large', detail: { bytes: d.bytes, maxBytes: cfg.maxDiffBytes } } };
-        return { kind: 'submitted', diff: d.diff };
+      const turn: TurnOutcome = { rolloutId, turnIndex, generated: gen, shortcutFlags: [], tool: null };
+      // A generate answer without its text was recorded before turns were written once: that
+      // activity inserted the row itself, and only its tool result follows (histories replay).
+      const legacy = gen.rawText === undefined;
+      let ending: RolloutEnding | null;
+      try {
+        ending = await act(gen, turn);
+      } finally {
+        // also when the tool failed: the turn happened, and the rollout's audit shows it
+        if (!legacy) await CancellationScope.nonCancellable(() => audit.recordTurn(turn));
       }
-      state.seenCalls.push(decision.key);
-      const command = String(decision.call.arguments.command ?? '');
-      const turnFlags = detectShortcuts(command);
-      turnFlags.forEach((f) => flags.add(f));
-      const started = Date.now();
-      const r = await sandbox.execInSandbox({ containerId: containerId!, command, timeoutSeconds: cfg.sandbox.commandTimeoutSeconds, maxOutputBytes: cfg.sandbox.maxOutputBytes });
-      const observation = renderObservation(r, cfg.maxObservationChars, cfg.sandbox.commandTimeoutSeconds);
-      await audit.recordToolResult({ rolloutId, turnIndex, observation, exitCode: r.exitCode, shortcutFlags: turnFlags, toolMs: Date.now() - started });
+      if (legacy && turn.tool) await audit.recordToolResult({ rolloutId, turnIndex, ...turn.tool, shortcutFlags: turn.shortcutFlags });
+      if (ending) return ending;
     }
+  }
+
+  /** Gate a generated turn and run its tool, filling in `turn` (shortcut flags, tool result).
+   *  Returns how the rollout ends on this turn, or null when it goes on. */
+  async function act(gen: Extract<GeneratedTurn, { kind: 'generated' }>, turn: TurnOutcome): Promise<RolloutEnding | null> {
+    const decision = gateTurn(state, gen.verdict, cfg.budgets);
+    if (decision.action === 'end') return { kind: 'ended', ended: decision.ended };
+    if (decision.action === 'submit') {
+      const d = await sandbox.extractDiff({ containerId: containerId!, maxBytes: cfg.maxDiffBytes });
+      await audit.recordSubmission({ rolloutId, diff: d.diff, bytes: d.bytes, truncated: d.truncated });
+      if (d.truncated) return { kind: 'ended', ended: { gate: 'diff_too_large', detail: { bytes: d.bytes, maxBytes: cfg.maxDiffBytes } } };
+      return { kind: 'submitted', diff: d.diff };
+    }
+    state.seenCalls.push(decision.key);
+    const command = String(decision.call.arguments.command ?? '');
+    turn.shortcutFlags = detectShortcuts(command);
+    turn.shortcutFlags.forEach((f) => flags.add(f));
+    const started = Date.now();
+    const r = await sandbox.execInSandbox({ containerId: containerId!, command, timeoutSeconds: cfg.sandbox.commandTimeoutSeconds, maxOutputBytes: cfg.sandbox.maxOutputBytes });
+    turn.tool = { observation: renderObservation(r, cfg.maxObservationChars, cfg.sandbox.commandTimeoutSeconds), exitCode: r.exitCode, toolMs: Date.now() - started };
+    return null;
   }
 }
 

@@ -3,7 +3,7 @@ import type { Client } from '@temporalio/client';
 import { loadSettings } from '../../infra/settings.js';
 import { createWorker, type Role } from '../../workers/worker.js';
 import { temporalClient } from '../../workers/connect.js';
-import { closeDbPool } from '../../activities/db.js';
+import { closeDbPool } from '../../store/pool.js';
 
 /** Real services for integration tests: the Temporal server, Postgres and podman that
  *  `floe up` started (npm test runs it first), and in-process workers of the given roles. */
