@@ -1,21 +1,25 @@
+import fs from 'node:fs';
 import type Docker from 'dockerode';
 import type { Task } from '../core/taskModel.js';
 import { parseRunConfig } from '../core/config.js';
-import {
-  parsePytestOutcomes, patchFiles, tailText, testFiles,
-  type GradeResult, type SandboxLimits, type TestGroup,
-} from '../core/sandboxPolicy.js';
-import {
-  AGENT_ENV, AGENT_USER, REPO_DIR, assertSupportedSource, execRaw, heartbeat, imageFor, killAgentProcesses,
-  prepareRepository, removeContainer, startLockedContainer, tarArchive, unixNow,
-} from './containers.js';
-import { execCommand } from './sandbox.js';
+import { repoDirOf, tailText, type GradeResult, type SandboxLimits } from '../core/sandboxPolicy.js';
+import { AGENT_ENV, AGENT_USER, execRaw, killAgentProcesses, runScript } from './sandbox/exec.js';
+import { removeContainer, startLockedContainer, unixNow } from './sandbox/containerSpec.js';
+import { copyRepository, freshHistory, imageFor } from './sandbox/repository.js';
+import { graderOnlyRepoFiles } from '../core/taskLayouts.js';
+import { execCommand } from './sandbox/command.js';
+import { heartbeat } from './sandbox/heartbeat.js';
+import { tarArchive } from './sandbox/tar.js';
+import { Harness } from './harness.js';
 
-/** Grading: the hidden tests run in a fresh container (never the agent's), on a clean checkout
- *  of the task at base with the agent's diff applied, then the test patch applied over it so
- *  that the agent's versions of test files never count. */
+/** Grading: the hidden tests run in a fresh container of the task's image (never the agent's),
+ *  on the task's repository at base with the agent's diff applied, by the task's own harness
+ *  (floe_harness: the swebench package's eval script and log parser for SWE-bench-family rows
+ *  it covers, R2E-Gym's rules for R2E-Gym rows, floe's pytest plugin runner otherwise). The
+ *  harness's script applies the test patch over the diff, so the agent's versions of the test
+ *  files it touches never count. */
 
-export interface GradingOptions { host: string; image: string; workerId: string }
+export interface GradingOptions { host: string; image: string; workerId: string; harnessPython: string }
 
 export interface GradePatchInput {
   task: Task;
@@ -30,14 +34,13 @@ export interface GradePatchInput {
 
 const STAGE = '/tmp/floe-grade';
 const LOG_CHARS = 64 * 1024;
-const PYTEST_TAIL_BYTES = 1024 * 1024;
+const TEST_LOG_TAIL_BYTES = 1024 * 1024;
+const PYTEST_PLUGIN = fs.readFileSync(new URL('../harness/floe_harness/floe_pytest_report.py', import.meta.url));
 
-/** Apply the agent's diff (git apply, else patch -p1 after a dry run: never half-applied), then
- *  put back the base version of every test file that counts — those the test patch touches and
- *  those the test ids name — and apply the test patch. Exit 10: the agent's diff does not apply;
- *  11: the test patch does not. */
+/** Apply the agent's diff in the repository ($1): git apply, else patch -p1 after a dry run
+ *  (never half-applied). Exit 10: it does not apply. */
 const APPLY = `set -u
-cd ${REPO_DIR}
+cd "$1"
 d=${STAGE}
 if [ -s $d/agent.diff ]; then
   if git apply --whitespace=nowarn $d/agent.diff > $d/git-apply.log 2>&1; then
@@ -52,31 +55,7 @@ if [ -s $d/agent.diff ]; then
   fi
 else
   echo "agent diff: empty"
-fi
-for f in "$@"; do
-  if git cat-file -e "HEAD:$f" 2>/dev/null; then
-    git checkout -q HEAD -- "$f" 2>$d/restore.log || { echo "restoring $f: $(cat $d/restore.log)"; exit 11; }
-  else
-    rm -rf -- "$f"
-  fi
-done
-if git apply --whitespace=nowarn $d/test.diff > $d/test-apply.log 2>&1; then
-  echo "test patch: applied"
-else
-  echo "test patch: $(cat $d/test-apply.log)"
-  exit 11
 fi`;
-
-function shellQuote(s: string): string {
-  return `'${s.replace(/'/g, `'\\''`)}'`;
-}
-
-function allTests(task: Task): { id: string; group: TestGroup }[] {
-  return [
-    ...task.failToPass.map((id) => ({ id, group: 'FAIL_TO_PASS' as const })),
-    ...task.passToPass.map((id) => ({ id, group: 'PASS_TO_PASS' as const })),
-  ];
-}
 
 /** Grade a diff against a task's hidden tests. Used by rewardGate (gradeSubmission) and by the
  *  data audit (gold / wrong patches). The grader container is always removed. */
@@ -86,53 +65,67 @@ export async function gradePatch(docker: Docker, opts: GradingOptions, input: Gr
   const limits = input.limits ?? defaults;
   const timeoutSeconds = input.timeoutSeconds ?? defaults.gradeTimeoutSeconds;
   const { task } = input;
-  assertSupportedSource(task);
-  const tests = allTests(task);
-  const missing = () => tests.map((t) => ({ ...t, outcome: 'missing' as const }));
+  const harness = new Harness(opts.harnessPython);
+  const repoDir = repoDirOf(task.source);
+  const missing = () => [
+    ...task.failToPass.map((id) => ({ id, group: 'FAIL_TO_PASS' as const, outcome: 'missing' as const })),
+    ...task.passToPass.map((id) => ({ id, group: 'PASS_TO_PASS' as const, outcome: 'missing' as const })),
+  ];
   const c = await startLockedContainer(docker, {
     image: imageFor(task, opts.image),
     limits,
-    hideTestbed: task.source.kind === 'image',
+    repoDir,
     labels: {
       'floe.sandbox': '1', 'floe.role': 'grader', 'floe.task': task.instanceId, 'floe.host': opts.host,
       'floe.worker': opts.workerId, 'floe.created': String(unixNow()), ...input.labels,
     },
   });
   try {
-    await prepareRepository(docker, c, task);
+    await copyRepository(docker, c, task);
+    // R2E-Gym: the image's run_tests.sh, read before the fresh history removes it from the
+    // repository (the agent's diff never reaches this copy)
+    const runTestsSh = graderOnlyRepoFiles(task.layout).includes('run_tests.sh')
+      ? await runScript(docker, c, AGENT_USER, 'cat "$1/run_tests.sh"', [repoDir], { what: "reading the image's run_tests.sh" })
+      : undefined;
+    const baseCommit = await freshHistory(docker, c, task);
+    const plan = await harness.plan({ task: { ...task, ...(runTestsSh === undefined ? {} : { runTestsSh }) }, baseCommit, repoDir, stageDir: STAGE });
     heartbeat('grader ready');
-    const stage = tarArchive([
+    const file = (name: string, data: Buffer | string, mode = 0o644) => ({ name: `floe-grade/${name}`, type: 'file' as const, mode, uid: 1000, gid: 1000, data: Buffer.isBuffer(data) ? data : Buffer.from(data, 'utf8') });
+    await c.putArchive(tarArchive([
       { name: 'floe-grade/', type: 'dir', mode: 0o755, uid: 1000, gid: 1000 },
-      { name: 'floe-grade/agent.diff', type: 'file', mode: 0o644, uid: 1000, gid: 1000, data: Buffer.from(input.diff, 'utf8') },
-      { name: 'floe-grade/test.diff', type: 'file', mode: 0o644, uid: 1000, gid: 1000, data: Buffer.from(task.testPatch, 'utf8') },
-    ]);
-    await c.putArchive(stage, { path: '/tmp' });
+      file('agent.diff', input.diff),
+      file('test.diff', task.testPatch),
+      file('floe_pytest_report.py', PYTEST_PLUGIN),
+      file('eval.sh', plan.script, 0o755),
+    ]), { path: '/tmp' });
 
-    const ids = tests.map((t) => t.id);
-    const restore = [...new Set([...patchFiles(task.testPatch).map((f) => f.path), ...testFiles(ids)])];
     const apply = await execRaw(docker, c, {
-      cmd: ['bash', '-c', APPLY, 'floe', ...restore], user: AGENT_USER, env: AGENT_ENV,
+      cmd: ['bash', '-c', APPLY, 'floe', repoDir], user: AGENT_USER, env: AGENT_ENV,
       deadlineMs: 120_000, maxStdoutBytes: LOG_CHARS, onKill: () => killAgentProcesses(docker, c),
     });
     const applyLog = apply.stdout.toString('utf8') + apply.stderr;
+    const failed = (applyError: string, log: string): GradeResult => ({
+      passed: false, harness: plan.harness, tests: missing(), applyError, timedOut: false, durationMs: Date.now() - started, log: tailText(log, LOG_CHARS),
+    });
     if (apply.exitCode !== 0) {
-      const what = apply.exitCode === 10 ? 'the diff does not apply' : apply.exitCode === 11 ? 'the test patch does not apply over the diff' : `applying failed (exit ${apply.exitCode})`;
-      return { passed: false, tests: missing(), applyError: `${what}: ${applyLog.trim().slice(-4000)}`, timedOut: false, durationMs: Date.now() - started, log: tailText(applyLog, LOG_CHARS) };
+      const what = apply.exitCode === 10 ? 'the diff does not apply' : `applying failed (exit ${apply.exitCode})`;
+      return failed(`${what}: ${applyLog.trim().slice(-4000)}`, applyLog);
     }
 
-    const files = testFiles(ids);
-    const command = `python3 -m pytest -rA -p no:cacheprovider --continue-on-collection-errors --tb=short ${files.map(shellQuote).join(' ')}`;
-    const run = await execCommand(docker, c, { command, timeoutSeconds, maxOutputBytes: PYTEST_TAIL_BYTES }, 'tail');
-    const outcomes = parsePytestOutcomes(run.output, ids);
-    const graded = tests.map((t) => ({ ...t, outcome: run.timedOut ? (outcomes[t.id] === 'passed' ? 'passed' : 'missing') : outcomes[t.id] }));
-    const note = run.killedReason ? `\n[floe: pytest killed: ${run.killedReason}${run.timedOut ? `, no result within ${timeoutSeconds} s` : ''}]` : '';
+    const run = await execCommand(docker, c, { command: `bash ${STAGE}/eval.sh`, repoDir, timeoutSeconds, maxOutputBytes: TEST_LOG_TAIL_BYTES }, 'tail');
+    const log = `${applyLog}\n${run.output}`;
+    if (plan.harness === 'pytest' && run.exitCode === 11) return failed(`the test patch does not apply over the diff: ${run.output.trim().slice(-4000)}`, log);
+    if (plan.harness === 'r2e-gym' && run.exitCode === 12) return failed(`the image lacks what R2E-Gym's test run needs: ${run.output.trim().slice(-2000)}`, log);
+    const verdict = await harness.parse({ task, harness: plan.harness, log: run.output });
+    const note = run.killedReason ? `\n[floe: tests killed: ${run.killedReason}${run.timedOut ? `, no result within ${timeoutSeconds} s` : ''}]` : '';
     return {
-      passed: !run.timedOut && graded.length > 0 && graded.every((t) => t.outcome === 'passed'),
-      tests: graded,
+      passed: verdict.resolved && !run.timedOut,
+      harness: plan.harness,
+      tests: verdict.tests,
       applyError: null,
       timedOut: run.timedOut,
       durationMs: Date.now() - started,
-      log: tailText(`${applyLog}\n${run.output}${note}`, LOG_CHARS),
+      log: tailText(`${log}${note}`, LOG_CHARS),
     };
   } finally {
     await removeContainer(c);

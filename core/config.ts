@@ -25,6 +25,10 @@ export const RunConfigSchema = z.strictObject({
   tasks: z.strictObject({
     /** 'toy' = the suite under tasks/toy, or a path to a JSONL file of SWE-bench-style rows. */
     source: z.string().min(1).default('toy'),
+    /** The published layout of the rows (names each row's image, picks its harness): 'auto'
+     *  tells R2E-Gym and SWE-rebench rows by their columns and reads the rest as SWE-bench;
+     *  SWE-Gym rows look like SWE-bench's, so name them. */
+    layout: z.enum(['auto', 'swe-bench', 'swe-gym', 'swe-rebench', 'r2e-gym']).default('auto'),
     /** Restrict to these instance ids (empty = all). */
     include: z.array(z.string()).default([]),
     /** Use at most this many tasks (0 = all). */

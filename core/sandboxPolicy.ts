@@ -27,11 +27,14 @@ export interface ExecResult {
 }
 
 export type TestGroup = 'FAIL_TO_PASS' | 'PASS_TO_PASS';
-export type TestOutcome = 'passed' | 'failed' | 'error' | 'missing';
+export type TestOutcome = 'passed' | 'failed' | 'error' | 'skipped' | 'missing';
 
 export interface GradeResult {
-  /** true iff every FAIL_TO_PASS and PASS_TO_PASS test passed. */
+  /** The task's harness resolved it: for SWE-bench-family rows the swebench package's rule, for
+   *  R2E-Gym rows every expected output matched, otherwise every test passed. */
   passed: boolean;
+  /** Which harness graded it: 'swebench', 'r2e-gym' or 'pytest' (floe's plugin runner). */
+  harness: string;
   tests: { id: string; group: TestGroup; outcome: TestOutcome }[];
   /** Why the agent's diff or the test patch did not apply; null when both applied. */
   applyError: string | null;
@@ -55,15 +58,28 @@ export interface TmpfsMount {
 /** Size of /dev/shm (podman's default is 64 MB, unbounded by diskMb otherwise). */
 export const SHM_MB = 16;
 
+/** Where the repository lives in the sandbox: image sources keep it where the image keeps it
+ *  (/testbed: editable installs and the dataset's eval script point there); directory sources
+ *  (floe's toy suite) run in floe's image, at /work/repo. */
+export const TESTBED_DIR = '/testbed';
+export const WORK_REPO_DIR = '/work/repo';
+
+export function repoDirOf(source: { kind: string }): string {
+  return source.kind === 'image' ? TESTBED_DIR : WORK_REPO_DIR;
+}
+
 /** Every place the agent can write, each a size-limited tmpfs on a read-only root filesystem:
- *  the repository gets diskMb, scratch places a share of it. /var/tmp and /run are listed
- *  because podman adds unsized tmpfs mounts there for a read-only root. /grade is root's
- *  (mode 0700): the sealed copy of the base commit that extractDiff diffs against. */
-export function sandboxTmpfs(limits: Pick<SandboxLimits, 'diskMb'>): TmpfsMount[] {
+ *  the repository's mount gets diskMb (/work, or /testbed for image sources, where /work keeps
+ *  a small scratch space), scratch places a share of it. /var/tmp and /run are listed because
+ *  podman adds unsized tmpfs mounts there for a read-only root. /grade is root's (mode 0700):
+ *  the sealed copy of the base commit that extractDiff diffs against. */
+export function sandboxTmpfs(limits: Pick<SandboxLimits, 'diskMb'>, repoDir: string = WORK_REPO_DIR): TmpfsMount[] {
   const disk = Math.max(1, Math.floor(limits.diskMb));
   const scratch = Math.min(256, Math.max(16, Math.floor(disk / 4)));
+  const atTestbed = repoDir === TESTBED_DIR;
   return [
-    { path: '/work', sizeMb: disk, owner: 'agent', mode: 0o755 },
+    { path: '/work', sizeMb: atTestbed ? 16 : disk, owner: 'agent', mode: 0o755 },
+    ...(atTestbed ? [{ path: TESTBED_DIR, sizeMb: disk, owner: 'agent' as const, mode: 0o755 }] : []),
     { path: '/tmp', sizeMb: scratch, owner: 'root', mode: 0o1777 },
     { path: '/home/agent', sizeMb: 16, owner: 'agent', mode: 0o755 },
     { path: '/var/tmp', sizeMb: 16, owner: 'root', mode: 0o1777 },
@@ -76,8 +92,8 @@ export function sandboxTmpfs(limits: Pick<SandboxLimits, 'diskMb'>): TmpfsMount[
  *  be reclaimed without swap, so a limit of memoryMb alone would let a full disk leave no memory
  *  for processes (the sandbox would OOM on `echo`). The limit therefore adds every tmpfs size:
  *  processes always keep memoryMb, and the host's worst case per sandbox is this figure. */
-export function sandboxMemoryMb(limits: Pick<SandboxLimits, 'memoryMb' | 'diskMb'>): number {
-  return Math.ceil(limits.memoryMb) + sandboxTmpfs(limits).reduce((n, m) => n + m.sizeMb, 0) + SHM_MB;
+export function sandboxMemoryMb(limits: Pick<SandboxLimits, 'memoryMb' | 'diskMb'>, repoDir: string = WORK_REPO_DIR): number {
+  return Math.ceil(limits.memoryMb) + sandboxTmpfs(limits, repoDir).reduce((n, m) => n + m.sizeMb, 0) + SHM_MB;
 }
 
 /** Output beyond this many bytes makes execInSandbox kill the command instead of reading on. */
@@ -213,58 +229,7 @@ export function patchFiles(diff: string): PatchFile[] {
   return [...out.values()];
 }
 
-// ------------------------------------------------------------------------------ pytest
-
-/** Test files of pytest node ids (`path::name[param]` → `path`), in a stable order. */
-export function testFiles(ids: string[]): string[] {
-  return [...new Set(ids.map((id) => id.split('::', 1)[0]))].sort();
-}
-
-const STATUS: Record<string, TestOutcome> = { PASSED: 'passed', XFAIL: 'passed', XPASS: 'passed', FAILED: 'failed', ERROR: 'error' };
-const RANK: Record<TestOutcome, number> = { missing: 0, passed: 1, failed: 2, error: 3 };
-
-/** Per-test outcomes from `pytest -rA` output. Only the last "short test summary info" section
- *  is read (up to pytest's closing `=== … in Ns ===` line), so text that a test prints, or that
- *  code under test prints at exit, is not taken for a result. A test listed twice (PASSED,
- *  then ERROR in teardown) gets the worse outcome. A collection error of a whole file
- *  (`ERROR path - …`) marks that file's unreported tests 'error'. */
-export function parsePytestOutcomes(output: string, ids: string[]): Record<string, TestOutcome> {
-  const lines = output.split('\n');
-  let start = -1;
-  for (let i = lines.length - 1; i >= 0; i--) {
-    if (/^=+ short test summary info =+$/.test(lines[i].trim())) { start = i; break; }
-  }
-  const result: Record<string, TestOutcome> = Object.fromEntries(ids.map((id) => [id, 'missing' as TestOutcome]));
-  if (start < 0) return result;
-  const wanted = new Set(ids);
-  const fileErrors = new Set<string>();
-  for (let i = start + 1; i < lines.length; i++) {
-    const line = lines[i].replace(/\r$/, '');
-    if (/^=+ .* =+$/.test(line.trim())) break;
-    const m = /^(PASSED|FAILED|ERROR|XFAIL|XPASS) (.+)$/.exec(line);
-    if (!m) continue;
-    const outcome = STATUS[m[1]];
-    const rest = m[2];
-    // the id is the whole rest, or the part before " - message"; ids may contain " - " themselves
-    let id: string | undefined;
-    if (wanted.has(rest)) id = rest;
-    else {
-      for (let j = rest.indexOf(' - '); j >= 0; j = rest.indexOf(' - ', j + 1)) {
-        if (wanted.has(rest.slice(0, j))) id = rest.slice(0, j);
-      }
-    }
-    if (id !== undefined) {
-      if (RANK[outcome] > RANK[result[id]]) result[id] = outcome;
-    } else if (m[1] === 'ERROR') {
-      const target = rest.split(' - ', 1)[0];
-      if (!target.includes('::')) fileErrors.add(target);
-    }
-  }
-  for (const id of ids) {
-    if (result[id] === 'missing' && fileErrors.has(id.split('::', 1)[0])) result[id] = 'error';
-  }
-  return result;
-}
+// ------------------------------------------------------------------------------ logs
 
 /** Keep the last maxChars characters of a log, saying how much was cut. */
 export function tailText(text: string, maxChars: number): string {

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { publishedImage, type TaskLayout } from './taskLayouts.js';
+import { parseR2eRow, R2eRowError } from './r2eRow.js';
 
 /** The task model: one SWE task as floe runs it, parsed from SWE-bench / SWE-bench Verified
  *  rows and the SWE-Gym, R2E-Gym and SWE-rebench variants, plus floe's toy suite. */
@@ -34,25 +36,34 @@ export const SweRowSchema = z.looseObject({
   // where the task runs: SWE-rebench / R2E-Gym ship a prebuilt image per task
   docker_image: z.string().optional(),
   image_name: z.string().optional(),
+  // SWE-rebench: its own install/test recipe per row (floe grades such rows by the swebench
+  // tables when they cover the repository, else by its pytest runner)
+  install_config: z.unknown().optional(),
+  // R2E-Gym: expected per-test outcomes of the fixed repository
+  expected_output_json: z.unknown().optional(),
   // floe's own fields (toy suite and data audit)
-  floe: z.looseObject({
-    bug_class: z.string().optional(),
-    loose_tests: z.boolean().optional(),
-    wrong_patch: z.string().optional(),
-    solution: z.array(ToolCallSchema).optional(),
-  }).optional(),
+  floe: z.lazy(() => FloeFieldsSchema).optional(),
+});
+
+/** floe's own fields of a row, in any layout: the toy suite's and the data audit's. */
+const FloeFieldsSchema = z.looseObject({
+  bug_class: z.string().optional(),
+  loose_tests: z.boolean().optional(),
+  wrong_patch: z.string().optional(),
+  solution: z.array(ToolCallSchema).optional(),
 });
 
 export type SweRow = z.infer<typeof SweRowSchema>;
 
 export type TaskSource =
   | { kind: 'directory'; path: string } // a checked-out repository at its base (toy suite)
-  | { kind: 'image'; image: string } // a prebuilt image with the repository at /testbed
-  | { kind: 'git'; repo: string; commit: string }; // needs a local mirror of the repository
+  | { kind: 'image'; image: string }; // a prebuilt image with the repository at /testbed
 
 export interface Task {
   instanceId: string;
   dataset: string;
+  /** Which published layout the row follows: names its image and picks its harness. */
+  layout: TaskLayout;
   repo: string;
   baseCommit: string;
   problemStatement: string;
@@ -67,6 +78,17 @@ export interface Task {
   looseTests: boolean | null;
   wrongPatch: string | null;
   solution: { name: string; arguments: Record<string, unknown> }[] | null;
+  /** R2E-Gym rows: the fixed repository's outcome per test (expected_output_json). */
+  expectedOutputs: Record<string, string> | null;
+}
+
+/** The layout of a row when the pool does not say: R2E-Gym rows carry expected outputs,
+ *  SWE-rebench rows an install_config with their image; the rest read as SWE-bench. SWE-Gym
+ *  rows look exactly like SWE-bench's: name them with `tasks.layout: swe-gym`. */
+export function detectLayout(row: SweRow): TaskLayout {
+  if (row.expected_output_json !== undefined) return 'r2e-gym';
+  if (row.install_config !== undefined && row.docker_image) return 'swe-rebench';
+  return 'swe-bench';
 }
 
 export class TaskRowError extends Error {
@@ -76,8 +98,11 @@ export class TaskRowError extends Error {
   }
 }
 
-/** Validate and normalise one row. `where` names it in errors (e.g. "tasks.jsonl:12"). */
-export function parseTaskRow(raw: unknown, where: string, dataset: string, directory?: string): Task {
+/** Validate and normalise one row. `where` names it in errors (e.g. "tasks.jsonl:12"). A
+ *  directory makes it a toy task (its repository is that folder). */
+export function parseTaskRow(raw: unknown, where: string, dataset: string, directory?: string, layoutOf: TaskLayout | 'auto' = 'auto'): Task {
+  const r2e = layoutOf === 'r2e-gym' || (layoutOf === 'auto' && typeof raw === 'object' && raw !== null && 'expected_output_json' in raw);
+  if (r2e && !directory) return parseR2eTask(raw, where, dataset);
   const r = SweRowSchema.safeParse(raw);
   if (!r.success) {
     const i = r.error.issues[0];
@@ -90,15 +115,18 @@ export function parseTaskRow(raw: unknown, where: string, dataset: string, direc
   if (!baseCommit) throw new TaskRowError(where, 'base_commit', 'missing (base_commit, or commit_hash for R2E-Gym rows)');
   if (!row.FAIL_TO_PASS || row.FAIL_TO_PASS.length === 0) throw new TaskRowError(where, 'FAIL_TO_PASS', 'missing or empty: a task needs at least one test that the fix makes pass');
   if (row.test_patch === undefined) throw new TaskRowError(where, 'test_patch', 'missing');
-  const image = row.docker_image ?? row.image_name;
-  const source: TaskSource = directory
-    ? { kind: 'directory', path: directory }
-    : image
-      ? { kind: 'image', image }
-      : { kind: 'git', repo, commit: baseCommit };
+  const layout: TaskLayout = directory ? 'toy' : layoutOf === 'auto' ? detectLayout(row) : layoutOf;
+  let source: TaskSource;
+  if (directory) source = { kind: 'directory', path: directory };
+  else {
+    const image = row.docker_image ?? row.image_name ?? publishedImage(layout, row.instance_id);
+    if (!image) throw new TaskRowError(where, 'docker_image', `missing: ${layout} rows name their image (docker_image)`);
+    source = { kind: 'image', image };
+  }
   return {
     instanceId: row.instance_id,
     dataset,
+    layout,
     repo,
     baseCommit,
     problemStatement: row.problem_statement,
@@ -113,5 +141,39 @@ export function parseTaskRow(raw: unknown, where: string, dataset: string, direc
     looseTests: row.floe?.loose_tests ?? null,
     wrongPatch: row.floe?.wrong_patch ?? null,
     solution: row.floe?.solution ?? null,
+    expectedOutputs: null,
+  };
+}
+
+/** An R2E-Gym row as published (no instance id, no test patch: core/r2eRow.ts reads it). */
+function parseR2eTask(raw: unknown, where: string, dataset: string): Task {
+  let f;
+  try {
+    f = parseR2eRow(raw);
+  } catch (err) {
+    if (err instanceof R2eRowError) throw new TaskRowError(where, err.field, err.message.replace(/^R2E-Gym row: field \S+: /, ''));
+    throw err;
+  }
+  const own = FloeFieldsSchema.safeParse((raw as { floe?: unknown }).floe ?? {});
+  if (!own.success) throw new TaskRowError(where, `floe.${own.error.issues[0].path.join('.')}`, own.error.issues[0].message);
+  return {
+    instanceId: f.instanceId,
+    dataset,
+    layout: 'r2e-gym',
+    repo: f.repo,
+    baseCommit: f.baseCommit,
+    problemStatement: f.problemStatement,
+    hintsText: '',
+    patch: f.patch,
+    testPatch: f.testPatch,
+    failToPass: f.failToPass,
+    passToPass: f.passToPass,
+    version: '',
+    environmentSetupCommit: '',
+    source: { kind: 'image', image: f.image },
+    looseTests: own.data.loose_tests ?? null,
+    wrongPatch: own.data.wrong_patch ?? null,
+    solution: own.data.solution ?? null,
+    expectedOutputs: f.expectedOutputs,
   };
 }

@@ -31,6 +31,8 @@ export interface Settings {
   docker: { socket: string; host: string; external: boolean };
   sandboxImage: { name: string; recipe: string };
   python: { venv: string; bin: string };
+  /** The grading harness's environment (harness/setup.sh: the swebench package, floe_harness). */
+  harness: { venv: string; bin: string };
 }
 
 export function loadSettings(): Settings {
@@ -80,5 +82,6 @@ export function loadSettings(): Settings {
     },
     sandboxImage: { name: 'floe-sandbox', recipe: path.join(repoRoot, 'infra', 'sandbox-image.sh') },
     python: { venv, bin: path.join(venv, 'bin', 'python') },
+    harness: { venv: path.join(home, 'harness-venv'), bin: path.join(home, 'harness-venv', 'bin', 'python') },
   };
 }

@@ -10,7 +10,7 @@ import { renderSpec } from '../core/renderSpec.js';
 import { Renderers, resolveTokenizer } from '../activities/renderer.js';
 import { dockerFromSettings } from './docker.js';
 import { sandboxImageTag } from './components/image.js';
-import { createSandboxActivities, workerIdentity } from '../activities/sandbox.js';
+import { createSandboxActivities, workerIdentity } from '../activities/sandbox/index.js';
 import { log, mustRun } from './proc.js';
 
 /** The SFT warm start of the embedded default: the gold trajectories of the toy tasks, run

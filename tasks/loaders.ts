@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseTaskRow, TaskRowError, type Task } from '../core/taskModel.js';
+import type { TaskLayout } from '../core/taskLayouts.js';
 
 /** Loaders: JSONL files of dataset rows, and the toy suite (one folder per task). A bad row
  *  is reported with its line number and field; the caller chooses to skip it or fail. */
@@ -23,7 +24,7 @@ function finish(tasks: Task[], errors: TaskRowError[], onBadRow: OnBadRow): Load
   return { tasks, errors };
 }
 
-export function loadJsonl(file: string, opts: { onBadRow: OnBadRow; dataset?: string }): LoadResult {
+export function loadJsonl(file: string, opts: { onBadRow: OnBadRow; dataset?: string; layout?: TaskLayout | 'auto' }): LoadResult {
   const text = fs.readFileSync(file, 'utf8');
   const tasks: Task[] = [];
   const errors: TaskRowError[] = [];
@@ -39,7 +40,7 @@ export function loadJsonl(file: string, opts: { onBadRow: OnBadRow; dataset?: st
       return;
     }
     try {
-      tasks.push(parseTaskRow(raw, where, opts.dataset ?? name.replace(/\.jsonl$/, '')));
+      tasks.push(parseTaskRow(raw, where, opts.dataset ?? name.replace(/\.jsonl$/, ''), undefined, opts.layout ?? 'auto'));
     } catch (err) {
       if (err instanceof TaskRowError) errors.push(err);
       else throw err;
@@ -69,11 +70,11 @@ export function loadToySuite(opts: { onBadRow: OnBadRow; dir?: string }): LoadRe
   return finish(tasks, errors, opts.onBadRow);
 }
 
-export interface PoolSelection { source: string; include: string[]; limit: number; excludeLooseTests: boolean; onBadRow: OnBadRow }
+export interface PoolSelection { source: string; layout?: TaskLayout | 'auto'; include: string[]; limit: number; excludeLooseTests: boolean; onBadRow: OnBadRow }
 
 /** The tasks a run trains on, in a stable order. */
 export function selectTasks(sel: PoolSelection): LoadResult {
-  const loaded = sel.source === 'toy' ? loadToySuite({ onBadRow: sel.onBadRow }) : loadJsonl(sel.source, { onBadRow: sel.onBadRow });
+  const loaded = sel.source === 'toy' ? loadToySuite({ onBadRow: sel.onBadRow }) : loadJsonl(sel.source, { onBadRow: sel.onBadRow, layout: sel.layout });
   let tasks = loaded.tasks;
   if (sel.include.length) {
     const missing = sel.include.filter((id) => !tasks.some((t) => t.instanceId === id));

@@ -8,10 +8,10 @@ import { sandboxImageTag } from '../infra/components/image.js';
 import { loadSettings } from '../infra/settings.js';
 import { loadToySuite } from '../tasks/loaders.js';
 import type { Task } from '../core/taskModel.js';
-import { parsePytestOutcomes, patchFiles, type GradeResult, type SandboxLimits } from '../core/sandboxPolicy.js';
+import { patchFiles, type GradeResult, type SandboxLimits } from '../core/sandboxPolicy.js';
 import { createGradingActivities, gradePatch } from '../activities/grading.js';
-import { createSandboxActivities, workerIdentity } from '../activities/sandbox.js';
-import { removeContainer } from '../activities/containers.js';
+import { createSandboxActivities, workerIdentity } from '../activities/sandbox/index.js';
+import { removeContainer } from '../activities/sandbox/containerSpec.js';
 
 /** Grading against real podman with toy tasks: a fresh grader container per submission, the
  *  test patch winning over anything the diff did to tests, and a hanging test timed out. */
@@ -19,7 +19,7 @@ import { removeContainer } from '../activities/containers.js';
 const settings = loadSettings();
 const docker = dockerFromSettings(settings);
 const RUN = `test-grading-${process.pid}-${Date.now()}`;
-const opts = { host: 'test', image: sandboxImageTag(settings), workerId: workerIdentity() };
+const opts = { host: 'test', image: sandboxImageTag(settings), workerId: workerIdentity(), harnessPython: settings.harness.bin };
 const grading = createGradingActivities(docker, opts);
 const limits: SandboxLimits = { cpus: 1, memoryMb: 128, pidsLimit: 64, diskMb: 64, commandTimeoutSeconds: 10, maxOutputBytes: 8192 };
 const tasks = loadToySuite({ onBadRow: 'fail' }).tasks;
@@ -67,32 +67,7 @@ afterAll(async () => {
   for (const id of await ourContainers()) await removeContainer(docker.getContainer(id));
 });
 
-describe('reading pytest and patches (pure)', () => {
-  it('reads only the last summary section, takes the worse of two lines, and marks files that failed to collect', () => {
-    const out = [
-      '==================================== PASSES ====================================',
-      '=========================== short test summary info ============================',
-      'PASSED t/test_a.py::fake_from_test_output',
-      '=========================== short test summary info ============================',
-      'PASSED t/test_a.py::test_one',
-      'PASSED t/test_a.py::test_two',
-      'ERROR t/test_a.py::test_two - RuntimeError: teardown',
-      'FAILED t/test_a.py::test_p[a - b] - assert 1 == 2',
-      'ERROR t/test_b.py - ImportError: cannot import name x',
-      '========================= 2 passed, 1 failed, 2 errors in 0.10s =========================',
-      'PASSED t/test_a.py::test_three',
-    ].join('\n');
-    expect(parsePytestOutcomes(out, ['t/test_a.py::test_one', 't/test_a.py::test_two', 't/test_a.py::test_p[a - b]', 't/test_a.py::test_three', 't/test_b.py::test_x', 't/test_a.py::fake_from_test_output'])).toEqual({
-      't/test_a.py::test_one': 'passed',
-      't/test_a.py::test_two': 'error',
-      't/test_a.py::test_p[a - b]': 'failed',
-      't/test_a.py::test_three': 'missing',
-      't/test_b.py::test_x': 'error',
-      't/test_a.py::fake_from_test_output': 'missing',
-    });
-    expect(parsePytestOutcomes('no summary at all', ['a.py::t'])).toEqual({ 'a.py::t': 'missing' });
-  });
-
+describe('reading patches (pure)', () => {
   it('lists the files a patch touches and which it creates', () => {
     expect(patchFiles(loose.testPatch)).toEqual([{ path: 'tests/test_hidden.py', isNew: true, isDeleted: false }]);
     expect(patchFiles(sound.patch)).toEqual([{ path: 'cipher.py', isNew: false, isDeleted: false }]);

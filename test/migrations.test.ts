@@ -2,6 +2,9 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listMigrations, migrate } from '../db/migrate.js';
 import { settings } from './helpers/platform.js';
+import { parseRunConfig } from '../core/config.js';
+import { insertRun } from '../store/runs.js';
+import { getRolloutSequence, insertRollout, insertTurn, listTurnHistory, listTurns, upsertTurnTokens, type TurnRow } from '../store/rollouts.js';
 
 /** Migrations against a scratch database on the real Postgres. */
 const dbName = `floe_migrate_test_${process.pid}`;
@@ -28,7 +31,7 @@ describe('db migrations', () => {
     try {
       const tables = (await c.query(`select table_name from information_schema.tables where table_schema = 'public'`)).rows.map((r) => r.table_name);
       for (const t of ['runs', 'policy_versions', 'rollouts', 'turns', 'turn_tokens', 'gate_decisions', 'batch_members', 'evictions', 'task_stats', 'engine_events', 'tasks', 'engine_weights', 'engine_requests']) expect(tables).toContain(t);
-      for (const v of ['v_run_updates', 'v_gate_reasons', 'v_task_outcomes', 'v_engine_load', 'v_shortcuts', 'v_resubmitted_turns', 'v_engine_requests']) expect(tables).toContain(v);
+      for (const v of ['v_run_updates', 'v_gate_reasons', 'v_task_outcomes', 'v_engine_load', 'v_shortcuts', 'v_resubmitted_turns', 'v_engine_requests', 'v_test_outcomes']) expect(tables).toContain(v);
       // a rollout can be in at most one training batch
       await c.query(`insert into runs (run_id, workflow_id, name, config) values ('r', 'w', 'n', '{}')`);
       await c.query(`insert into rollouts (rollout_id, run_id, task_id, group_id, attempt) values ('x', 'r', 't', 'g', 0)`);
@@ -36,6 +39,29 @@ describe('db migrations', () => {
       await expect(c.query(`insert into batch_members (rollout_id, run_id, version) values ('x', 'r', 2)`)).rejects.toThrow(/duplicate key/);
     } finally {
       await c.end();
+    }
+  });
+
+  it('005: a turn\'s ids come before its row, which is written once', async () => {
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    try {
+      await insertRun(pool, { runId: 'r5', workflowId: 'w5', name: 'n', config: parseRunConfig({}) });
+      await insertRollout(pool, { runId: 'r5', rolloutId: 'x5', taskId: 't', groupId: 'g', attempt: 0, purpose: 'test', workflowId: 'w5-x5' });
+      const ids = { inputIds: [1, 2], promptLen: 2, completionIds: [3, 256], logprobs: [-0.5, -0.1], tokenVersions: [0, 0], renderDrift: null };
+      await upsertTurnTokens(pool, { rolloutId: 'x5', turnIndex: 0, ...ids });
+      await expect(upsertTurnTokens(pool, { rolloutId: 'no-such-rollout', turnIndex: 0, ...ids })).rejects.toThrow(/foreign key/);
+      expect(await listTurnHistory(pool, 'x5', 1)).toEqual([]); // no turn until its row is written
+      const turn: TurnRow = {
+        rolloutId: 'x5', turnIndex: 0, engineId: 'e', rawText: 'a\u0000b', promptTokens: 2, completionTokens: 2, finishReason: 'stop', weightVersions: [0],
+        formatOk: true, formatReason: null, toolName: 'bash', toolArgs: { command: 'ls' }, observation: 'exit code 0\n', exitCode: 0, shortcutFlags: [], genMs: 5, toolMs: 7,
+      };
+      await insertTurn(pool, turn);
+      await insertTurn(pool, { ...turn, observation: 'a retry' }); // a retried activity: the row stays as written
+      expect(await listTurns(pool, 'x5')).toEqual([{ ...turn, rawText: 'a\uFFFDb' }]);
+      expect(await listTurnHistory(pool, 'x5', 1)).toMatchObject([{ turnIndex: 0, rawText: 'a\uFFFDb', observation: 'exit code 0\n', completionIds: [3, 256] }]);
+      expect(await getRolloutSequence(pool, 'x5')).toMatchObject({ ids: [1, 2, 3, 256], lossMask: [0, 0, 1, 1], generatedTokens: 2, sequenceTokens: 4 });
+    } finally {
+      await pool.end();
     }
   });
 

@@ -9,8 +9,9 @@ import { loadSettings } from '../infra/settings.js';
 import { loadToySuite } from '../tasks/loaders.js';
 import type { Task } from '../core/taskModel.js';
 import { sandboxMemoryMb, type ExecResult, type SandboxLimits } from '../core/sandboxPolicy.js';
-import { createSandboxActivities, startSandboxReaper, workerIdentity } from '../activities/sandbox.js';
-import { ROOT_USER, countAgentProcesses, execRaw, removeContainer } from '../activities/containers.js';
+import { createSandboxActivities, startSandboxReaper, workerIdentity } from '../activities/sandbox/index.js';
+import { ROOT_USER, countAgentProcesses, execRaw } from '../activities/sandbox/exec.js';
+import { removeContainer } from '../activities/sandbox/containerSpec.js';
 
 /** The sandbox against real podman: locked doors (one fresh commit, no hidden tests, no
  *  network, no capabilities), containment of hostile commands (each one beside a second
@@ -261,7 +262,7 @@ describe('an image source (SWE-bench style: the repository at /testbed, with his
     await docker.getImage(imageTag).remove({ force: true }).catch(() => undefined);
   });
 
-  it('copies /testbed without its history or hidden tests, and hides the original', async () => {
+  it('keeps the repository at /testbed, owned by the agent, without its history or hidden tests', async () => {
     // build the task image: /testbed with two commits, a remote, and the hidden test file
     const builder = await docker.createContainer({ Image: opts.image, User: '0:0', Entrypoint: ['sleep', '600'], Cmd: [], Labels: { 'floe.run': RUN }, HostConfig: { NetworkMode: 'none' } });
     created.push(builder.id);
@@ -278,18 +279,12 @@ describe('an image source (SWE-bench style: the repository at /testbed, with his
     const imageTask: Task = { ...task, instanceId: 'image__double', source: { kind: 'image', image: imageTag } };
     const { containerId } = await sandbox.createSandbox({ runId: RUN, rolloutId: 'image', task: imageTask, limits });
     created.push(containerId);
-    const r = await run(containerId, 'ls -A; git log --all --oneline | wc -l; git remote -v | wc -l; whoami; stat -c %U mathy.py; ls -A /testbed 2>&1');
-    expect(r.output.split('\n')).toEqual(['.git', 'mathy.py', 'tests', '1', '0', 'agent', 'agent', expect.stringMatching(/Permission denied/), '']);
-    expect((await asRoot(containerId, ['ls', '-A', '/testbed'])).out).toBe('');
+    const r = await run(containerId, 'pwd; ls -A; git log --all --oneline | wc -l; git remote -v | wc -l; whoami; stat -c %U mathy.py');
+    expect(r.output.split('\n')).toEqual(['/testbed', '.git', 'mathy.py', 'tests', '1', '0', 'agent', 'agent', '']);
+    // root sees the same copy: the image's own /testbed (with its history) is not mounted anywhere
+    expect((await asRoot(containerId, ['bash', '-c', 'cd /testbed && git -c safe.directory=/testbed log --all --oneline | wc -l'])).out).toBe('1\n');
     expect((await run(containerId, 'grep -rl FLOE_HIDDEN_MARKER_7f3a / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev 2>/dev/null | wc -l')).output).toBe('0\n');
     await sandbox.destroySandbox({ containerId });
-  });
-
-  it('refuses a git source with a clear, non-retryable error', async () => {
-    const gitTask: Task = { ...task, source: { kind: 'git', repo: 'octo/x', commit: 'a'.repeat(40) } };
-    const err = await sandbox.createSandbox({ runId: RUN, rolloutId: 'git', task: gitTask, limits }).catch((e: unknown) => e);
-    expect(err).toMatchObject({ nonRetryable: true, type: 'SandboxSourceUnsupported' });
-    expect((err as Error).message).toMatch(/local mirror/);
   });
 });
 

@@ -9,19 +9,29 @@ describe('task loaders', () => {
     const { tasks, errors } = loadJsonl(fixture('swe-bench.jsonl'), { onBadRow: 'fail' });
     expect(errors).toEqual([]);
     expect(tasks.map((t) => t.instanceId)).toEqual(['astropy__astropy-12907', 'django__django-11099']);
-    expect(tasks[0]).toMatchObject({ repo: 'astropy/astropy', version: '4.3', baseCommit: 'd16bfe05a744909de4b27f5875fe0d4ed41ce607', source: { kind: 'git' } });
+    expect(tasks[0]).toMatchObject({ repo: 'astropy/astropy', version: '4.3', baseCommit: 'd16bfe05a744909de4b27f5875fe0d4ed41ce607', layout: 'swe-bench' });
+    // SWE-bench rows name no image: the harness's instance image, as swebench publishes it
+    expect(tasks[0].source).toEqual({ kind: 'image', image: 'docker.io/swebench/sweb.eval.x86_64.astropy_1776_astropy-12907:latest' });
+    expect(tasks[1].source).toEqual({ kind: 'image', image: 'docker.io/swebench/sweb.eval.x86_64.django_1776_django-11099:latest' });
     expect(tasks[0].failToPass).toEqual(['astropy/modeling/tests/test_separable.py::test_separable[compound_model6-result6]']);
     expect(tasks[0].passToPass).toHaveLength(2);
     expect(tasks[1].passToPass).toEqual([]);
   });
 
   it('parse the SWE-Gym, R2E-Gym and SWE-rebench variants', () => {
-    const gym = loadJsonl(fixture('swe-gym.jsonl'), { onBadRow: 'fail' }).tasks[0];
+    const gym = loadJsonl(fixture('swe-gym.jsonl'), { onBadRow: 'fail', layout: 'swe-gym' }).tasks[0];
     expect(gym.failToPass).toEqual(['tests/test_ssm/test_ssm_boto3.py::test_put_parameter_invalid_names']);
-    const r2e = loadJsonl(fixture('r2e-gym.jsonl'), { onBadRow: 'fail' }).tasks[0];
-    expect(r2e).toMatchObject({ repo: 'pandas', baseCommit: 'abc123def456', source: { kind: 'image', image: 'namanjain12/pandas_final:abc123' } });
+    expect(gym.layout).toBe('swe-gym');
+    expect(gym.source).toEqual({ kind: 'image', image: `docker.io/xingyaoww/sweb.eval.x86_64.${gym.instanceId.toLowerCase().replace(/__/g, '_s_')}:latest` });
+    // an R2E-Gym row as published (test/fixtures/r2e: no instance id, tests in the image)
+    const r2e = loadJsonl(path.join(import.meta.dirname, 'fixtures', 'r2e', 'rows', 'r2e-gym.jsonl'), { onBadRow: 'fail' }).tasks[0];
+    expect(r2e).toMatchObject({ layout: 'r2e-gym', repo: 'tinyfmt', testPatch: '', source: { kind: 'image', image: expect.stringMatching(/^namanjain12\/tinyfmt_final:/) } });
+    expect(r2e.instanceId).toBe(`tinyfmt_${r2e.source.kind === 'image' ? r2e.source.image.split(':')[1] : ''}`);
+    expect(Object.keys(r2e.expectedOutputs ?? {}).length).toBeGreaterThan(0);
     const rebench = loadJsonl(fixture('swe-rebench.jsonl'), { onBadRow: 'fail' }).tasks[0];
     expect(rebench.source).toEqual({ kind: 'image', image: 'swerebench/sweb.eval.x86_64.python-attrs_1776_attrs-1321' });
+    // a row's own image wins over the layout's naming
+    expect(loadJsonl(fixture('swe-rebench.jsonl'), { onBadRow: 'fail', layout: 'swe-bench' }).tasks[0].source).toEqual(rebench.source);
   });
 
   it('report each bad row with its line number and field', () => {

@@ -8,7 +8,7 @@ import { createGenerateActivities } from '../activities/generate.js';
 import { LiveRouter } from '../activities/router.js';
 import { Renderers } from '../activities/renderer.js';
 import { repoRoot } from '../infra/settings.js';
-import { createSandboxActivities, startSandboxReaper, workerIdentity } from '../activities/sandbox.js';
+import { createSandboxActivities, startSandboxReaper, workerIdentity } from '../activities/sandbox/index.js';
 import { createGradingActivities } from '../activities/grading.js';
 import { createTrainingActivities } from '../activities/training.js';
 import { createGpuActivities } from '../activities/gpu.js';
@@ -39,7 +39,7 @@ export function controlActivities(s: Settings) {
 /** sandbox@<host>: the containers on this host, and grading in fresh containers. */
 export function sandboxActivities(s: Settings, host: string) {
   const docker = dockerFromSettings(s);
-  const opts = { host, image: sandboxImageTag(s), workerId: workerIdentity() };
+  const opts = { host, image: sandboxImageTag(s), workerId: workerIdentity(), harnessPython: s.harness.bin };
   return { ...createSandboxActivities(docker, opts), ...createGradingActivities(docker, opts) };
 }
 

@@ -11,7 +11,7 @@ import { FloeKind, FloeRunId, FloeTaskId } from '../core/searchAttributes.js';
 import type { AuditActivities, TurnOutcome } from '../activities/audit.js';
 import type { GeneratedTurn, GenerateActivities } from '../activities/generate.js';
 import type { EngineEndpoint } from '../activities/engines/adapter.js';
-import type { SandboxActivities } from '../activities/sandbox.js';
+import type { SandboxActivities } from '../activities/sandbox/index.js';
 import type { RenderSpec } from '../core/renderSpec.js';
 import { rewardGate, type GateResult, type RolloutEnding } from './rewardGate.js';
 

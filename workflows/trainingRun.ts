@@ -8,11 +8,12 @@ import { groupAdvantages } from '../core/advantages.js';
 import { applyDecision, newTaskRecord, poolCounts, recordAttempt, type TaskRecord } from '../core/eviction.js';
 import { staleness } from '../core/staleness.js';
 import { rootMessage } from '../core/failures.js';
-import { CONTROL_QUEUE } from '../core/taskQueues.js';
+import { CONTROL_QUEUE, sandboxQueue } from '../core/taskQueues.js';
 import { FloeKind, FloeMeanReward, FloePolicyVersion, FloeRunId } from '../core/searchAttributes.js';
 import type { DbActivities } from '../activities/db.js';
 import type { TaskActivities } from '../activities/tasks.js';
 import type { TrainingActivities } from '../activities/training.js';
+import type { SandboxActivities } from '../activities/sandbox/index.js';
 import { pauseRun, resumeRun, runStatus, stopRun, type RunStatus } from './messages.js';
 import { rollout, type RolloutResult, type RolloutSettings } from './rollout.js';
 import { weightUpdate, type WeightUpdateResult } from './weightUpdate.js';
@@ -112,7 +113,13 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
 
   if (!input.carried) {
     await db.recordRunStart({ runId, workflowId: workflowInfo().workflowId, name: config.name, config });
-    const pool = await taskActs.loadTaskPool({ source: config.tasks.source, include: config.tasks.include, limit: config.tasks.limit, excludeLooseTests: config.tasks.excludeLooseTests, onBadRow: config.tasks.onBadRow });
+    const pool = await taskActs.loadTaskPool({ source: config.tasks.source, layout: config.tasks.layout, include: config.tasks.include, limit: config.tasks.limit, excludeLooseTests: config.tasks.excludeLooseTests, onBadRow: config.tasks.onBadRow });
+    // (histories recorded before the preflight have no images in the pool's answer)
+    if (pool.images?.length) {
+      // every task image is on the sandbox host (or pulled) before any rollout starts
+      const preflight = proxyActivities<SandboxActivities>({ taskQueue: sandboxQueue(config.sandbox.host), startToCloseTimeout: '2 hours', heartbeatTimeout: '2 minutes', retry: { maximumAttempts: 3 } });
+      await preflight.preflightTaskImages({ images: pool.images });
+    }
     s.order = pool.taskIds;
     for (const id of pool.taskIds) s.tasks[id] = newTaskRecord();
     status.pool = poolCounts(s.tasks);

@@ -24,3 +24,22 @@ export const python: Component = {
       : { ok: false, detail: `engine environment not importable: ${r.stderr.trim().split('\n').pop() ?? ''}`, fix: 'run `floe up` (creates .floe/venv)' };
   },
 };
+
+const harnessSetup = path.join(repoRoot, 'harness', 'setup.sh');
+
+/** The grading harness's environment (harness/setup.sh: the official swebench package and
+ *  floe_harness, apart from the engine's torch venv). */
+export const harness: Component = {
+  name: 'harness',
+  async up(s) {
+    log('harness', 'checking the grading harness environment (harness/setup.sh)…');
+    mustRun('bash', [harnessSetup], 'harness/setup.sh', { env: { ...process.env, FLOE_HOME: s.home } });
+  },
+  async down() { /* nothing runs */ },
+  async doctor(s): Promise<Health> {
+    const r = run(s.harness.bin, ['-c', 'import floe_harness.swebench_rules, swebench; print(swebench.__version__)']);
+    return r.code === 0
+      ? { ok: true, detail: `${s.harness.bin} (swebench ${r.stdout.trim()})` }
+      : { ok: false, detail: `grading harness not importable: ${r.stderr.trim().split('\n').pop() ?? ''}`, fix: 'run `floe up` (creates .floe/harness-venv)' };
+  },
+};

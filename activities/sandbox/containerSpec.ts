@@ -1,0 +1,125 @@
+import type Docker from 'dockerode';
+import { ApplicationFailure } from '@temporalio/common';
+import { SHM_MB, TESTBED_DIR, sandboxMemoryMb, sandboxTmpfs, type SandboxLimits } from '../../core/sandboxPolicy.js';
+import { imageLoadHint } from '../../core/taskLayouts.js';
+import { ROOT_USER } from './exec.js';
+import { tarArchive, type TarEntry } from './tar.js';
+
+/** The container spec: one locked-down recipe for every sandbox and grader container.
+ *
+ *  Measured on podman 4.3 (Docker API through dockerode, runc, cgroup v1):
+ *  - HostConfig.Tmpfs accepts size, mode, nosuid, nodev, notmpcopyup and podman's `U`; it
+ *    refuses `uid=`/`gid=`, and podman resets the mount root's mode to the image directory's.
+ *    Ownership and mode of each mount root are therefore set after start with putArchive of a
+ *    `./` entry (podman applies the entry's owner and mode to the target directory).
+ *  - CapAdd is handed to non-root exec users too (the agent got CAP_DAC_READ_SEARCH and
+ *    CAP_KILL as ambient capabilities), so nothing is added: CapDrop ALL, and root in the
+ *    container is an ordinary user. The keeper (PID 1) runs as root so the agent cannot kill it;
+ *    cleanup runs as the agent (`kill -9 -1` reaches every process of the agent in the
+ *    container's PID namespace and nothing outside it).
+ *  - ReadonlyRootfs makes podman add unsized tmpfs at /run and /var/tmp; they are listed with a
+ *    size in sandboxTmpfs instead.
+ *  - Ulimits nproc above the host's hard limit is refused; 4096 is accepted. RLIMIT_NPROC counts
+ *    every uid-1000 process on the host, so it is set well above pidsLimit: the per-container
+ *    pids cgroup is the real limit, and one sandbox's fork bomb cannot starve another's. */
+
+const MiB = 1024 * 1024;
+
+/** PID 1: reaps orphans (killed commands leave them) and ignores every catchable signal. */
+const KEEPER = 'trap "" HUP INT QUIT TERM USR1 USR2 PIPE ALRM; while :; do sleep 3600 & wait $!; done';
+
+/** The container is gone, or stopped for good (its keeper died): a retry cannot help. */
+export function isNoSuchContainer(err: unknown): boolean {
+  const e = err as { statusCode?: number; message?: string };
+  return e?.statusCode === 404 || /no such container|container state improper|is not running/i.test(e?.message ?? '');
+}
+
+function isNoSuchImage(err: unknown): boolean {
+  const e = err as { statusCode?: number; message?: string };
+  return (e?.statusCode === 404 && /image/i.test(e?.message ?? '')) || /no such image|image not known/i.test(e?.message ?? '');
+}
+
+/** A container that is gone will not come back on retry. */
+export function sandboxGone(containerId: string, err: unknown): ApplicationFailure {
+  return ApplicationFailure.nonRetryable(`sandbox container ${containerId.slice(0, 12)} no longer exists (${(err as Error).message}); it was destroyed or reaped — start a new sandbox`, 'SandboxGone');
+}
+
+export interface ContainerSpec {
+  image: string;
+  limits: SandboxLimits;
+  labels: Record<string, string>;
+  /** Where the repository goes (repoDirOf): /testbed gets its own empty tmpfs over the
+   *  image's, filled by prepareRepository; /work/repo is a folder of /work. */
+  repoDir: string;
+  /** Image paths covered by an empty root-only tmpfs (hidden tests an image ships). */
+  hide?: string[];
+}
+
+/** The HostConfig every sandbox and grader container gets. */
+export function sandboxHostConfig(spec: Pick<ContainerSpec, 'limits' | 'repoDir' | 'hide'>): Docker.HostConfig {
+  const tmpfs: Record<string, string> = {};
+  // /testbed: notmpcopyup, or podman copies the image's content (its history too) into the
+  // mount; prepareRepository copies what may be seen instead
+  for (const m of sandboxTmpfs(spec.limits, spec.repoDir)) tmpfs[m.path] = `rw,size=${m.sizeMb}m,nosuid,nodev${m.path === TESTBED_DIR ? ',notmpcopyup' : ''}`;
+  for (const p of spec.hide ?? []) tmpfs[p] = 'rw,size=1m,nosuid,nodev,notmpcopyup';
+  const memory = (sandboxMemoryMb(spec.limits, spec.repoDir) + (spec.hide?.length ?? 0)) * MiB;
+  return {
+    NetworkMode: 'none',
+    NanoCpus: Math.round(spec.limits.cpus * 1e9),
+    Memory: memory,
+    MemorySwap: memory, // equal to Memory: no swap
+    PidsLimit: spec.limits.pidsLimit,
+    ReadonlyRootfs: true,
+    Tmpfs: tmpfs,
+    ShmSize: SHM_MB * MiB,
+    CapDrop: ['ALL'],
+    SecurityOpt: ['no-new-privileges'],
+    Ulimits: [{ Name: 'nproc', Soft: 4096, Hard: 4096 }, { Name: 'nofile', Soft: 1024, Hard: 1024 }],
+  };
+}
+
+/** Create and start a locked-down container; set the owner and mode of its tmpfs roots. The
+ *  container is removed again if any step fails. */
+export async function startLockedContainer(docker: Docker, spec: ContainerSpec): Promise<Docker.Container> {
+  const container = await docker.createContainer({
+    Image: spec.image,
+    User: ROOT_USER,
+    WorkingDir: '/',
+    Entrypoint: ['bash', '-c', KEEPER],
+    Cmd: [],
+    Labels: spec.labels,
+    Env: ['LANG=C.UTF-8'],
+    HostConfig: sandboxHostConfig(spec),
+  }).catch((err: unknown) => {
+    // an image that is not on this host will not appear on retry (the run's preflight pulls)
+    if (isNoSuchImage(err)) throw ApplicationFailure.nonRetryable(`task image ${spec.image} is not on this sandbox host; ${imageLoadHint(spec.image)}`, 'ImagesMissing');
+    throw err;
+  });
+  try {
+    await container.start();
+    const roots = sandboxTmpfs(spec.limits, spec.repoDir).filter((m) => m.owner === 'agent' || m.path === '/grade');
+    for (const p of spec.hide ?? []) roots.push({ path: p, sizeMb: 1, owner: 'root', mode: 0o700 });
+    await Promise.all(roots.map((m) => {
+      const id = m.owner === 'agent' ? 1000 : 0;
+      const entries: TarEntry[] = [{ name: './', type: 'dir', mode: m.mode, uid: id, gid: id }];
+      if (m.path === '/work' && spec.repoDir.startsWith('/work/')) entries.push({ name: './repo/', type: 'dir', mode: 0o755, uid: 1000, gid: 1000 });
+      return container.putArchive(tarArchive(entries), { path: m.path });
+    }));
+    return container;
+  } catch (err) {
+    await container.remove({ force: true }).catch(() => undefined);
+    throw err;
+  }
+}
+
+export async function removeContainer(container: Docker.Container): Promise<void> {
+  try {
+    await container.remove({ force: true, v: true });
+  } catch (err) {
+    if (!isNoSuchContainer(err) && !/removal of container .* is already in progress/i.test((err as Error).message)) throw err;
+  }
+}
+
+export function unixNow(): number {
+  return Math.floor(Date.now() / 1000);
+}

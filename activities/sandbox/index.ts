@@ -1,0 +1,214 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import type Docker from 'dockerode';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Task } from '../../core/taskModel.js';
+import { hiddenImagePaths } from '../../core/taskLayouts.js';
+import { WORK_REPO_DIR, repoDirOf, type ExecResult, type SandboxLimits } from '../../core/sandboxPolicy.js';
+import { AGENT_ENV, AGENT_USER, ROOT_USER, execRaw, runScript } from './exec.js';
+import { isNoSuchContainer, removeContainer, sandboxGone, startLockedContainer, unixNow } from './containerSpec.js';
+import { SEALED_GIT_DIR, imageFor, prepareRepository } from './repository.js';
+import { execCommand, type ExecInSandboxInput } from './command.js';
+import { heartbeat } from './heartbeat.js';
+import { missingImagesFailure, preflightImages, type ImagePreflight } from './images.js';
+
+/** Sandbox activities: one locked-down container per rollout (no network, one fresh commit of
+ *  history, cgroup limits, size-limited tmpfs as the only writable space), commands run in it
+ *  with a timeout that kills the whole process tree, and the agent's diff taken out of it.
+ *  The package: tar.ts, exec.ts (the exec primitive), command.ts (the agent's command),
+ *  containerSpec.ts (the locked-down container), repository.ts (the repository and its fresh
+ *  history), images.ts (the pool's image preflight), heartbeat.ts. */
+
+export type { ExecInSandboxInput } from './command.js';
+export { execCommand } from './command.js';
+
+export interface SandboxOptions {
+  /** The sandbox host's name (its task queue suffix). */
+  host: string;
+  /** floe's sandbox image (directory sources run in it). */
+  image: string;
+  /** This worker's identity, `${hostname}:${pid}:${startTimeMs}` (see workerIdentity). */
+  workerId: string;
+}
+
+/** This process as a sandbox owner: `${hostname}:${pid}:${startTimeMs}`. */
+export function workerIdentity(): string {
+  return `${os.hostname()}:${process.pid}:${Math.round(performance.timeOrigin)}`;
+}
+
+/** Is the worker that owns a sandbox gone? Only answerable on the same host; a pid that was
+ *  reused by a later process counts as gone. */
+export function ownerIsGone(workerId: string, now = Date.now()): boolean {
+  const parts = workerId.split(':');
+  if (parts.length < 3) return false;
+  const startMs = Number(parts.pop());
+  const pid = Number(parts.pop());
+  const hostname = parts.join(':');
+  if (hostname !== os.hostname() || !Number.isInteger(pid) || pid <= 0 || !Number.isFinite(startMs)) return false;
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+  const started = processStartMs(pid);
+  return started !== null && started > startMs + 10_000 && started <= now;
+}
+
+/** Start time of a process (Linux /proc; null elsewhere). Assumes USER_HZ = 100. */
+function processStartMs(pid: number): number | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[19]);
+    const btime = Number(/^btime (\d+)$/m.exec(fs.readFileSync('/proc/stat', 'utf8'))?.[1]);
+    if (!Number.isFinite(ticks) || !Number.isFinite(btime)) return null;
+    return btime * 1000 + (ticks / 100) * 1000;
+  } catch {
+    return null;
+  }
+}
+
+/** $1: the base commit, $2: the repository. */
+const DIFF_CHECK = `cd "$2" 2>/dev/null || { echo "$2 is gone" >&2; exit 3; }
+[ -d .git ] || { echo "$2/.git is gone (deleted in the sandbox)" >&2; exit 3; }
+git rev-parse -q --verify "$1^{commit}" >/dev/null 2>&1 || { echo "$2/.git is broken: the base commit $1 is not in it" >&2; exit 3; }
+chmod -R u+rwX,go+rX . 2>/dev/null; exit 0`;
+
+/** As root, against the sealed base (its own git dir, index and config; no system or global
+ *  config): the agent's .git/config, hooks or index cannot change what the diff says. */
+const DIFF = `set -e
+export GIT_DIR=${SEALED_GIT_DIR} GIT_WORK_TREE="$2" GIT_INDEX_FILE=/grade/diff.index
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null HOME=/grade
+cd "$2"
+rm -f /grade/diff.index /grade/diff.patch
+git read-tree HEAD
+git -c core.hooksPath=/dev/null -c core.fsmonitor=false add -A
+git diff --cached --binary --no-color --no-ext-diff --no-textconv --no-renames HEAD > /grade/diff.patch
+wc -c < /grade/diff.patch >&2
+head -c "$1" /grade/diff.patch`;
+
+/** The label that says where a sandbox's repository is (set at creation, read by every
+ *  later activity: the container is the one source of truth, whichever worker runs them). */
+export const REPO_LABEL = 'floe.repo';
+
+export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
+  const container = (id: string) => docker.getContainer(id);
+  const repoDirs = new Map<string, string>();
+  async function repoDirOfContainer(id: string): Promise<string> {
+    let dir = repoDirs.get(id);
+    if (dir === undefined) {
+      try {
+        dir = (await container(id).inspect()).Config.Labels?.[REPO_LABEL] ?? WORK_REPO_DIR;
+      } catch (err) {
+        if (isNoSuchContainer(err)) throw sandboxGone(id, err);
+        throw err;
+      }
+      if (repoDirs.size > 4096) repoDirs.clear();
+      repoDirs.set(id, dir);
+    }
+    return dir;
+  }
+
+  return {
+    async createSandbox(input: { runId: string; rolloutId: string; task: Task; limits: SandboxLimits }): Promise<{ containerId: string }> {
+      const { runId, rolloutId, task, limits } = input;
+      const repoDir = repoDirOf(task.source);
+      const c = await startLockedContainer(docker, {
+        image: imageFor(task, opts.image),
+        limits,
+        repoDir,
+        hide: hiddenImagePaths(task.layout),
+        labels: {
+          'floe.sandbox': '1', 'floe.role': 'agent', 'floe.run': runId, 'floe.rollout': rolloutId, [REPO_LABEL]: repoDir,
+          'floe.task': task.instanceId, 'floe.host': opts.host, 'floe.worker': opts.workerId, 'floe.created': String(unixNow()),
+        },
+      });
+      try {
+        await prepareRepository(docker, c, task);
+      } catch (err) {
+        await removeContainer(c);
+        throw err;
+      }
+      return { containerId: c.id };
+    },
+
+    async execInSandbox(input: ExecInSandboxInput): Promise<ExecResult> {
+      return execCommand(docker, container(input.containerId), { ...input, repoDir: await repoDirOfContainer(input.containerId) });
+    },
+
+    async extractDiff(input: { containerId: string; maxBytes: number }): Promise<{ diff: string; bytes: number; truncated: boolean }> {
+      const c = container(input.containerId);
+      try {
+        const repoDir = await repoDirOfContainer(input.containerId);
+        const base = (await runScript(docker, c, ROOT_USER, `git --git-dir=${SEALED_GIT_DIR} rev-parse HEAD`, [], { what: 'reading the sealed base commit' })).trim();
+        const check = await execRaw(docker, c, { cmd: ['bash', '-c', DIFF_CHECK, 'floe', base, repoDir], user: AGENT_USER, env: AGENT_ENV, deadlineMs: 60_000, maxStdoutBytes: 4096 });
+        if (check.exitCode !== 0) {
+          throw ApplicationFailure.nonRetryable(`cannot take the diff: ${check.stderr.trim() || `check exited ${check.exitCode}`}. The submission has no diff to grade.`, 'RepositoryBroken');
+        }
+        const r = await execRaw(docker, c, { cmd: ['bash', '-c', DIFF, 'floe', String(input.maxBytes), repoDir], user: ROOT_USER, env: ['LANG=C.UTF-8'], deadlineMs: 120_000, maxStdoutBytes: input.maxBytes });
+        const bytes = Number(/^(\d+)\s*$/m.exec(r.stderr)?.[1]);
+        if (r.exitCode !== 0 || !Number.isFinite(bytes)) {
+          throw ApplicationFailure.nonRetryable(`cannot take the diff (exit ${r.exitCode}): ${r.stderr.trim().slice(-1500)}`, 'RepositoryBroken');
+        }
+        return { diff: r.stdout.toString('utf8'), bytes, truncated: bytes > input.maxBytes };
+      } catch (err) {
+        if (isNoSuchContainer(err)) throw sandboxGone(input.containerId, err);
+        throw err;
+      }
+    },
+
+    /** Before any rollout: every task image of the pool is here, pulled, or the run is refused. */
+    async preflightTaskImages(input: { images: string[] }): Promise<ImagePreflight> {
+      const r = await preflightImages(docker, input.images);
+      if (r.missing.length) throw missingImagesFailure(opts.host, r.missing);
+      return r;
+    },
+
+    async destroySandbox(input: { containerId: string }): Promise<void> {
+      repoDirs.delete(input.containerId);
+      await removeContainer(container(input.containerId));
+    },
+
+    async reapSandboxes(input: { maxAgeSeconds: number }): Promise<{ removed: string[] }> {
+      const list = await docker.listContainers({ all: true, filters: { label: ['floe.sandbox=1'] } });
+      const now = unixNow();
+      const removed: string[] = [];
+      for (const info of list) {
+        const labels = info.Labels ?? {};
+        const worker = labels['floe.worker'] ?? '';
+        const created = Number(labels['floe.created']) || info.Created;
+        const tooOld = now - created > input.maxAgeSeconds;
+        const orphaned = worker !== opts.workerId && ownerIsGone(worker);
+        if (!tooOld && !orphaned) continue;
+        await removeContainer(docker.getContainer(info.Id));
+        removed.push(info.Id);
+        heartbeat({ removed: removed.length });
+      }
+      return { removed };
+    },
+  };
+}
+
+export type SandboxActivities = ReturnType<typeof createSandboxActivities>;
+
+/** Reap now and then every intervalSeconds (a worker calls this at start: sandboxes of a
+ *  crashed worker are removed). The timer does not keep the process alive. */
+export function startSandboxReaper(activities: Pick<SandboxActivities, 'reapSandboxes'>, o: { intervalSeconds: number; maxAgeSeconds: number; onError?: (err: unknown) => void; onRemoved?: (ids: string[]) => void }): { stop(): void } {
+  let running = false;
+  const tick = async () => {
+    if (running) return;
+    running = true;
+    try {
+      const { removed } = await activities.reapSandboxes({ maxAgeSeconds: o.maxAgeSeconds });
+      if (removed.length) o.onRemoved?.(removed);
+    } catch (err) {
+      o.onError?.(err);
+    } finally {
+      running = false;
+    }
+  };
+  void tick();
+  const timer = setInterval(() => void tick(), o.intervalSeconds * 1000);
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
+}

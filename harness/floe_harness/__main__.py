@@ -1,0 +1,3 @@
+from floe_harness.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,76 @@
+"""``python -m floe_harness plan|parse``: JSON on stdin, JSON on stdout.
+
+plan  {"task": <floe Task>, "baseCommit": sha, "repoDir": path, "stageDir": path}
+      -> {"harness": "swebench"|"r2e-gym"|"pytest", "script": bash, "parser": name, "testCommand": str}
+parse {"task": <floe Task>, "harness": name, "log": text}
+      -> {"statuses": {test: status}, "tests": [{"id", "group", "outcome"}], "resolved": bool, "logComplete": bool}
+
+Which harness grades a task: R2E-Gym rows by R2E-Gym's rules; floe's toy suite by the pytest
+runner; SWE-bench-family rows by the swebench package when its tables cover the repository and
+version, else by the pytest runner. A failure is one line on stderr and exit 2.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from floe_harness import pytest_runner
+
+
+def harness_for(task: dict[str, Any]) -> str:
+    layout = task.get("layout", "")
+    if layout == "r2e-gym":
+        return "r2e-gym"
+    if layout == "toy":
+        return "pytest"
+    from floe_harness import swebench_rules
+
+    return "swebench" if swebench_rules.covers(task) else "pytest"
+
+
+def plan(req: dict[str, Any]) -> dict[str, Any]:
+    task = req["task"]
+    h = harness_for(task)
+    if h == "swebench":
+        from floe_harness import swebench_rules
+
+        return swebench_rules.plan(task, req["baseCommit"], req["repoDir"])
+    if h == "r2e-gym":
+        from floe_harness import r2e
+
+        return r2e.plan(task, req["repoDir"])
+    return pytest_runner.plan(task, req["stageDir"], req["repoDir"])
+
+
+def parse(req: dict[str, Any]) -> dict[str, Any]:
+    task, h = req["task"], req["harness"]
+    if h == "swebench":
+        from floe_harness import swebench_rules
+
+        return swebench_rules.parse(task, req["log"])
+    if h == "r2e-gym":
+        from floe_harness import r2e
+
+        return r2e.parse(task, req["log"])
+    if h == "pytest":
+        return pytest_runner.parse(task, req["log"])
+    raise ValueError(f"unknown harness {h!r} (swebench, r2e-gym, pytest)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or args[0] not in ("plan", "parse", "which"):
+        print("usage: python -m floe_harness plan|parse|which < request.json", file=sys.stderr)
+        return 2
+    try:
+        req = json.load(sys.stdin)
+        if args[0] == "which":
+            out: Any = {"harness": harness_for(req["task"])}
+        else:
+            out = plan(req) if args[0] == "plan" else parse(req)
+    except Exception as err:  # one line the TypeScript side shows as is
+        print(f"floe_harness {args[0]}: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
+    json.dump(out, sys.stdout)
+    return 0
