@@ -12,6 +12,7 @@ import { runDemo } from './demo.js';
 import { writeReport } from '../report/write.js';
 import { dbPool, closeDbPool } from '../store/pool.js';
 import type { EngineKind } from '../activities/engines/adapter.js';
+import type { TaskLayout } from '../core/taskLayouts.js';
 
 const USAGE = `floe — durable asynchronous RL for software-engineering agents
 
@@ -30,7 +31,10 @@ usage:
   floe report <run-id> [--out DIR]                        static HTML report + summary.json of a run
   floe engine probe <url> [--kind reference|vllm|sglang] [--json]
                                                           check each capability floe needs of a running
-                                                          inference server, with the flag that fixes it`;
+                                                          inference server, with the flag that fixes it
+  floe tasks check <rows.jsonl|toy> [--layout L] [--pull] [--json]
+                                                          a pool before a run: bad rows, each row's layout
+                                                          and image, and which images are missing here`;
 
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
@@ -88,6 +92,16 @@ async function main(argv: string[]): Promise<number> {
       const report = await probeEngine(url, kind as EngineKind | undefined);
       console.log(flag(p, 'json') ? JSON.stringify(report, null, 2) : formatProbe(report));
       return report.ok ? 0 : 1;
+    }
+    case 'tasks': {
+      const p = parseArgs(rest, { layout: 'value', pull: 'bool', json: 'bool' });
+      const [sub, source] = p.positional;
+      if (sub !== 'check' || !source) throw new UsageError('usage: floe tasks check <rows.jsonl|toy> [--layout auto|swe-bench|swe-gym|swe-rebench|r2e-gym] [--pull] [--json]');
+      const layout = flag(p, 'layout') ?? 'auto';
+      const { TASK_LAYOUTS } = await import('../core/taskLayouts.js');
+      if (layout !== 'auto' && !(TASK_LAYOUTS as readonly string[]).includes(layout)) throw new UsageError(`unknown layout '${layout}' (auto, swe-bench, swe-gym, swe-rebench or r2e-gym)`);
+      const { checkTasks } = await import('./tasks.js');
+      return checkTasks(s, { source, layout: layout as TaskLayout | 'auto', pull: flag(p, 'pull') === 'true', json: flag(p, 'json') === 'true' });
     }
     case undefined:
     case 'help':

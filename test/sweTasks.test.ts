@@ -214,6 +214,16 @@ describe('the image preflight', () => {
     expect((err as Error).message).toMatch(/docker\.io\/floe-missing\/none:1 is not on this sandbox host; .*podman load -i/);
   });
 
+  it('`floe tasks check` lists a pool\'s layouts and images, and names a missing one with its load command', async () => {
+    const ok = await floe(['tasks', 'check', POOLS[1].file, '--layout', 'swe-gym']);
+    expect(ok.stdout).toMatch(/1 task\(s\) in .*swe-gym\.jsonl: 1 swe-gym\n1 of 1 image\(s\) on /);
+    expect(ok.code).toBe(0);
+    // the same row read as SWE-bench names an image nobody built
+    const bad = await floe(['tasks', 'check', POOLS[1].file]);
+    expect(bad.stdout).toMatch(/missing {2}docker\.io\/swebench\/sweb\.eval\.x86_64\.floe-fixtures_1776_colorful-90004:latest\n {9}fix: .*podman load -i/);
+    expect(bad.code).toBe(1);
+  }, 120_000);
+
   it('refuses a pool that names an absent image before any rollout, naming the image and its load command', async () => {
     const absent = 'docker.io/floe-missing/sweb.eval.x86_64.nothing:latest';
     const row = { ...JSON.parse(fs.readFileSync(POOLS[2].file, 'utf8').split('\n')[0]) as Record<string, unknown>, instance_id: 'floe-missing__nothing-1', docker_image: absent };

@@ -32,12 +32,18 @@ async function pull(docker: Docker, image: string, timeoutMs: number): Promise<s
   }
 }
 
-export async function preflightImages(docker: Docker, images: string[], o: { pullTimeoutMs?: number } = {}): Promise<ImagePreflight> {
+/** o.pull false: only look (a missing image is reported, not pulled). */
+export async function preflightImages(docker: Docker, images: string[], o: { pull?: boolean; pullTimeoutMs?: number } = {}): Promise<ImagePreflight> {
   const out: ImagePreflight = { present: [], pulled: [], missing: [] };
+  if (images.length === 0) return out;
+  // an engine that does not answer says nothing about images: no image may read as missing
+  await docker.ping().catch((err: unknown) => {
+    throw new Error(`the container engine does not answer (${(err as Error).message}); start it (\`floe up\`, or point DOCKER_HOST at yours) and try again`);
+  });
   for (const image of [...new Set(images)].sort()) {
     heartbeat(`checking ${image}`);
     if (await exists(docker, image)) { out.present.push(image); continue; }
-    const err = await pull(docker, image, o.pullTimeoutMs ?? 600_000);
+    const err = o.pull === false ? 'not pulled (asked only to look)' : await pull(docker, image, o.pullTimeoutMs ?? 600_000);
     if (err === null) out.pulled.push(image);
     else out.missing.push({ image, pullError: err });
   }
