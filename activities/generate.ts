@@ -20,7 +20,11 @@ import type { Renderer, Renderers } from './renderer.js';
  *  assistant header; the engine gets ids and returns ids; the raw ids are checked against
  *  the format before any parser; the turn's ids, logprobs and weight versions are recorded
  *  (turn_tokens). The workflow receives the verdict, the counts and the text (a view of the
- *  ids for people), and writes the turn's row once its tool has answered (recordTurn). */
+ *  ids for people), and writes the turn's row once its tool has answered (recordTurn).
+ *  The raw verdict is computed for every turn, whatever the recipe's layers: with
+ *  recipe.rawFormatCheck off the workflow runs what the Hermes parser finds in the text
+ *  (core/hermesParser.ts), and the turn's row still says whether the raw check accepted it
+ *  (turns.format_ok / format_reason), so raw-format validity can be plotted for every layer. */
 
 export interface GenerateTurnInput {
   runId: string;
@@ -87,8 +91,12 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
       return { inputIds: ids, prompt: ids, drift: null };
     }
     const last = earlier[earlier.length - 1];
-    if (!endsTurn(last.completionIds, r.info.stop_token_ids)) throw ApplicationFailure.nonRetryable(`rollout ${input.rolloutId}: turn ${input.turnIndex - 1} did not end with an end-of-turn token, so it cannot be continued`, 'UnfinishedTurn');
-    const inputIds = (await r.continuation(messages, tools)).ids;
+    const continuation = (await r.continuation(messages, tools)).ids;
+    // A turn that did not end with an end-of-turn token (cut off at the token limit) goes on only
+    // when a recipe layer is off (the raw check rejects it, and the gate ends the rollout): the
+    // chat template closes an assistant message with EOS, so the next turn's input starts with
+    // it, as prompt (unmasked) ids the model did not write.
+    const inputIds = endsTurn(last.completionIds, r.info.stop_token_ids) ? continuation : [r.info.eos_token_id, ...continuation];
     const ids = nextPrompt(earlier, inputIds);
     return { inputIds, prompt: ids, drift: renderDrift(ids, (await r.full(messages, tools)).ids) };
   }

@@ -9,6 +9,7 @@ import type { Queryable } from '../store/pool.js';
 import { modelFolder, verifyModelFolder } from './modelFolder.js';
 import type { RunConfig } from '../core/config.js';
 import { rolloutSequence, type TurnTokens } from '../core/tokenPath.js';
+import { scaleNegative } from '../core/advantages.js';
 
 /** Activities of a GPU node's worker (task queue floe-gpu@<node>): the trainer and the
  *  inference engines that run on that node, over HTTP. */
@@ -77,6 +78,9 @@ export interface LoadWeightsInput {
   /** The published version folder (or its model.safetensors). */
   path: string;
   version: number;
+  /** recipe.cacheRebuild: false = the engine keeps its caches after the load (absent = true,
+   *  as in histories recorded before the switch). */
+  cacheRebuild?: boolean;
 }
 
 export interface LoadWeightsResult { engineId: string; loadMs: number; stages?: Record<string, number> }
@@ -109,7 +113,11 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
       }
       if (health.version !== input.version - 1) throw new Error(`trainer at ${input.trainerUrl} is at version ${health.version} and the run at ${input.version - 1}; they must agree (restart the trainer from the run's checkpoint)`);
       const ids = Object.keys(input.advantages);
-      const samples = await rolloutSamples(pool, ids, input.advantages);
+      // The advantages come from core/advantages.ts, negatives already scaled; a batch sent by a
+      // workflow from before that (config.negativeScale set) is scaled here by the same rule.
+      const legacyScale = input.config.negativeScale ?? 1;
+      const advantages = legacyScale === 1 ? input.advantages : Object.fromEntries(Object.entries(input.advantages).map(([id, a]) => [id, scaleNegative(a, legacyScale)]));
+      const samples = await rolloutSamples(pool, ids, advantages);
       if (samples.length === 0) throw new Error(`no tokens recorded for the ${ids.length} rollouts of batch v${input.version}`);
       fs.mkdirSync(path.join(opts.batchDir, input.runId), { recursive: true });
       const batchPath = path.join(opts.batchDir, input.runId, `v${input.version}.jsonl`);
@@ -119,7 +127,7 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
         batch_path: batchPath,
         config: {
           lr: input.config.lr, clip_low: input.config.clipLow, clip_high: input.config.clipHigh, advantage: 'given',
-          negative_scale: input.config.negativeScale ?? 1, epochs: input.config.epochs ?? 1, minibatches: input.config.minibatches ?? 1,
+          epochs: input.config.epochs ?? 1, minibatches: input.config.minibatches ?? 1,
         },
       }, 30 * 60_000);
       if (res.version !== input.version) throw new Error(`trainer published version ${res.version}, expected ${input.version}`);
@@ -129,7 +137,9 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
     /** Load a published version into one engine. An engine that rebuilds in place (the
      *  reference engine) loads under running requests; any other is paused (its in-flight
      *  requests abort and are resubmitted by their generate activities), loads, flushes its
-     *  prefix cache, and resumes, with floe's record of its version and epoch around that. */
+     *  prefix cache, and resumes, with floe's record of its version and epoch around that.
+     *  With recipe.cacheRebuild off (`cacheRebuild: false`) nothing is flushed or rebuilt: the
+     *  reference engine is asked to keep its caches, a paused engine is not flushed. */
     async loadWeights(input: LoadWeightsInput): Promise<LoadWeightsResult> {
       const started = Date.now();
       const beat = setInterval(heartbeat, 5000);
@@ -143,13 +153,15 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
           const before = await getEngineWeights(pool, input.runId, input.engine);
           if (before.state === 'serving' && before.version === input.version) return { engineId: input.engine.id, loadMs: 0, stages: { already_loaded: 1 } }; // a retried activity
         }
+        const keepCache = input.cacheRebuild === false;
+        if (keepCache) stages.kept_cache = 1;
         if (adapter.inPlaceUpdates) {
-          await timed('load_ms', () => adapter.loadWeights(folder, input.version));
+          await timed('load_ms', () => keepCache ? adapter.loadWeights(folder, input.version, { keepCache }) : adapter.loadWeights(folder, input.version));
         } else {
           if (input.runId) await beginEngineUpdate(pool, input.runId, input.engine);
           await timed('pause_ms', () => adapter.pause());
           await timed('load_ms', () => adapter.loadWeights(folder, input.version));
-          await timed('flush_ms', () => adapter.flushCache());
+          if (!keepCache) await timed('flush_ms', () => adapter.flushCache()); // recipe.cacheRebuild off: the prefix cache keeps the old weights' K/V
         }
         if (input.runId) await setEngineServing(pool, input.runId, input.engine, input.version, folder);
         if (!adapter.inPlaceUpdates) await timed('resume_ms', () => adapter.resume());

@@ -116,6 +116,36 @@ export const RunConfigSchema = z.strictObject({
     /** Revive a mastered task when its recheck success rate falls below this. */
     reviveBelow: fraction.default(0.75),
   }).prefault({}),
+  /** The recipe's layers (DESIGN.md "The recipe"; README "Recipe layers"), each a switch, all on
+   *  by default. A layer switched off behaves as the public harnesses do, with no extra tuning.
+   *  Layers switched elsewhere: placement = engines.router, the staleness bound =
+   *  training.maxOffPolicySteps, the advantage estimator = trainer.advantage, eviction =
+   *  eviction.enabled. Presets for the published ablation: core/recipeLayers.ts. */
+  recipe: z.strictObject({
+    /** true: a malformed or duplicate turn, or an exhausted budget, ends the rollout with reward
+     *  0 and a reason. false (hint-and-continue): such a turn gets an error observation, counts
+     *  against rollout.maxTurns, and the rollout goes on; when the budget runs out the final
+     *  state of the repository is graded (its diff extracted, as SWE-agent / OpenHands-style
+     *  harnesses grade whatever the repository holds). */
+    rewardGate: z.boolean().default(true),
+    /** true: core/toolFormat.ts checks the raw output (ids → text, before any parser) and only
+     *  a turn it accepts runs. false: a Hermes-style parser (core/hermesParser.ts, as vLLM's,
+     *  SGLang's and verl's) decides what runs: every <tool_call> whose body is standard JSON
+     *  runs, text around it is ignored, a cut-off call that parses is accepted. The raw verdict
+     *  is recorded for every turn either way (turns.format_ok). */
+    rawFormatCheck: z.boolean().default(true),
+    /** true: only a `submit` call reaches grading (a budget running out earns 0 under the gate).
+     *  false: the rollout also ends and is graded when the model answers without a tool call
+     *  or the budget runs out: the repository's final state is graded, as peer harnesses do. */
+    explicitSubmit: z.boolean().default(true),
+    /** true: after loading new weights every engine rebuilds its caches (prefix/KV cache reset;
+     *  the reference engine recomputes running sequences under the new weights). false: the
+     *  engine loads the weights and keeps its caches (K/V computed by the old weights). */
+    cacheRebuild: z.boolean().default(true),
+    /** true: retired tasks are re-scored every eviction.recheckEvery updates and revived if they
+     *  regress. false: retired tasks stay retired. */
+    recheck: z.boolean().default(true),
+  }).prefault({}),
   sandbox: z.strictObject({
     cpus: z.number().positive().max(64).default(1),
     memoryMb: positiveInt.min(32).default(256),

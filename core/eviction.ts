@@ -14,7 +14,14 @@ export interface TaskRecord {
   revivals: number;
 }
 
-export interface EvictionPolicy { masteredK: number; hopelessM: number; recheckEvery: number; reviveBelow: number }
+export interface EvictionPolicy {
+  masteredK: number;
+  hopelessM: number;
+  recheckEvery: number;
+  reviveBelow: number;
+  /** recipe.recheck: false = retired tasks stay retired (never re-scored). Absent = true. */
+  recheck?: boolean;
+}
 
 export type Decision = 'retire_mastered' | 'retire_hopeless' | 'revive' | 'recheck_keep_retired';
 
@@ -23,7 +30,7 @@ export interface EvictionDecision { taskId: string; decision: Decision; evidence
 export const newTaskRecord = (): TaskRecord => ({ state: 'active', recent: [], lastRecheckVersion: null, lastRecheckReward: null, revivals: 0 });
 
 /** Remember a train attempt's reward (keeps as many as the longest window needs). */
-export function recordAttempt(t: TaskRecord, reward: number, p: EvictionPolicy): void {
+export function recordAttempt(t: TaskRecord, reward: number, p: Pick<EvictionPolicy, 'masteredK' | 'hopelessM'>): void {
   t.recent.push(reward);
   const keep = Math.max(p.masteredK, p.hopelessM);
   if (t.recent.length > keep) t.recent.splice(0, t.recent.length - keep);
@@ -49,7 +56,7 @@ export function retireDecisions(tasks: Record<string, TaskRecord>, p: EvictionPo
 }
 
 export const recheckDue = (version: number, lastRecheckVersion: number | null, retiredAt: number, p: EvictionPolicy): boolean =>
-  version - (lastRecheckVersion ?? retiredAt) >= p.recheckEvery;
+  p.recheck !== false && version - (lastRecheckVersion ?? retiredAt) >= p.recheckEvery;
 
 /** After re-scoring a retired task with frozen current weights. */
 export function recheckDecision(taskId: string, t: TaskRecord, rewards: number[], version: number, p: EvictionPolicy): EvictionDecision {

@@ -9,9 +9,16 @@ import type { GradingActivities } from '../activities/grading.js';
 
 /** The reward decision of a rollout. A rollout a gate ended gets 0 with that gate's reason;
  *  a submission is graded with the hidden tests in a clean checkout (never in the agent's
- *  container): reward 1 iff every FAIL_TO_PASS and PASS_TO_PASS test passes. */
+ *  container): reward 1 iff every FAIL_TO_PASS and PASS_TO_PASS test passes. With a recipe
+ *  layer off, the final state of a rollout that did not submit is graded the same way; its
+ *  decision's detail says what ended it (`finalState`). */
 
-export type RolloutEnding = { kind: 'ended'; ended: Ended } | { kind: 'submitted'; diff: string };
+export type RolloutEnding =
+  | { kind: 'ended'; ended: Ended }
+  /** `finalState`: the rollout did not submit; a layer switched off (recipe.rewardGate or
+   *  recipe.explicitSubmit) grades the repository's final state, and this is what ended it (an
+   *  exhausted budget, or an answer without a tool call). Absent: an explicit submit. */
+  | { kind: 'submitted'; diff: string; finalState?: Ended };
 
 export interface RewardGateInput {
   runId: string;
@@ -45,7 +52,10 @@ export async function rewardGate(input: RewardGateInput): Promise<GateResult> {
     rolloutId: input.rolloutId,
     gate,
     reward: grade.passed ? 1 : 0,
-    detail: { failing, applyError: grade.applyError, timedOut: grade.timedOut, durationMs: grade.durationMs },
+    detail: {
+      failing, applyError: grade.applyError, timedOut: grade.timedOut, durationMs: grade.durationMs,
+      ...(input.ending.finalState ? { finalState: { gate: input.ending.finalState.gate, ...input.ending.finalState.detail } } : {}),
+    },
     grade,
   });
   return { gate, reward: grade.passed ? 1 : 0 };

@@ -2,7 +2,7 @@ import { CancellationScope, executeChild, proxyActivities, upsertSearchAttribute
 import type { Task } from '../core/taskModel.js';
 import type { RouterPolicy } from '../core/router.js';
 import type { SandboxLimits } from '../core/sandboxPolicy.js';
-import { budgetGate, gateTurn, type Budgets, type Ended, type RolloutState } from '../core/gates.js';
+import { budgetEnding, budgetGate, layersOf, planTurn, type Budgets, type Ended, type Layers, type RolloutState } from '../core/gates.js';
 import { renderObservation } from '../core/harness.js';
 import { detectShortcuts } from '../core/shortcuts.js';
 import { rootMessage } from '../core/failures.js';
@@ -18,7 +18,13 @@ import { rewardGate, type GateResult, type RolloutEnding } from './rewardGate.js
 /** One attempt at one task: a sandbox, then turns (generate → gate the raw output → run the
  *  tool → record the turn) until submit or a gate ends it, then the rewardGate child decides
  *  the reward. The generate activity records a turn's ids; the turn's row is written once,
- *  when the turn is over, with the generation's fields and the tool's result. */
+ *  when the turn is over, with the generation's fields and the tool's result.
+ *  The recipe's layers (settings.recipe, core/gates.ts planTurn) change what a turn does: with
+ *  the gate off a bad turn gets an error observation and the rollout goes on; with the raw
+ *  check off the Hermes parser's calls all run, in order, their observations joined; with
+ *  explicit submission off (or the gate off) the final state of the repository is graded when
+ *  the rollout ends without submitting. With every layer on (and in histories recorded before
+ *  the switches) a turn issues exactly the commands it always did. */
 
 export interface RolloutSettings {
   engines: EngineEndpoint[];
@@ -31,6 +37,8 @@ export interface RolloutSettings {
   maxObservationChars: number;
   sandbox: SandboxLimits & { host: string; gradeTimeoutSeconds: number };
   maxDiffBytes: number;
+  /** The recipe's rollout layers (config `recipe`); absent or a field absent = on. */
+  recipe?: Partial<Layers>;
 }
 
 export interface RolloutInput {
@@ -61,6 +69,7 @@ const engine = proxyActivities<GenerateActivities>({ startToCloseTimeout: '10 mi
 
 export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const { settings: cfg, rolloutId } = input;
+  const layers = layersOf(cfg.recipe);
   upsertSearchAttributes([{ key: FloeRunId, value: input.runId }, { key: FloeKind, value: 'rollout' }, { key: FloeTaskId, value: input.taskId }]);
   const sandbox = proxyActivities<SandboxActivities>({
     taskQueue: sandboxQueue(cfg.sandbox.host),
@@ -120,9 +129,9 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   async function turns(): Promise<RolloutEnding> {
     for (;;) {
       const over: Ended | null = budgetGate(state, cfg.budgets, Date.now());
-      if (over) return { kind: 'ended', ended: over };
+      if (over) return atBudget(over);
       const gen = await engine.generateTurn({ runId: input.runId, rolloutId, turnIndex: state.turns, taskId: input.taskId, groupId: input.groupId, engines: cfg.engines, router: cfg.router, render: cfg.render, systemPrompt: cfg.systemPrompt, sampling: cfg.sampling, seed: input.seed === undefined ? undefined : input.seed + state.turns });
-      if (gen.kind === 'prompt_too_long') return { kind: 'ended', ended: { gate: 'budget_tokens', detail: { engine: gen.engineId, detail: gen.detail } } };
+      if (gen.kind === 'prompt_too_long') return atBudget({ gate: 'budget_tokens', detail: { engine: gen.engineId, detail: gen.detail } });
       const turnIndex = state.turns;
       state.turns++;
       state.tokens = gen.promptTokens + gen.completionTokens;
@@ -146,24 +155,57 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     }
   }
 
-  /** Gate a generated turn and run its tool, filling in `turn` (shortcut flags, tool result).
+  /** An exhausted budget: reward 0 under the gate, else the final state is graded. */
+  async function atBudget(over: Ended): Promise<RolloutEnding> {
+    const b = budgetEnding(over, layers);
+    return b.action === 'end' ? { kind: 'ended', ended: b.ended } : finalState(b.trigger);
+  }
+
+  /** The diff of the repository as it is now, recorded as the rollout's submission. */
+  async function submission(finalStateOf?: Ended): Promise<RolloutEnding> {
+    const d = await sandbox.extractDiff({ containerId: containerId!, maxBytes: cfg.maxDiffBytes });
+    await audit.recordSubmission({ rolloutId, diff: d.diff, bytes: d.bytes, truncated: d.truncated });
+    if (d.truncated) return { kind: 'ended', ended: { gate: 'diff_too_large', detail: { bytes: d.bytes, maxBytes: cfg.maxDiffBytes } } };
+    return finalStateOf ? { kind: 'submitted', diff: d.diff, finalState: finalStateOf } : { kind: 'submitted', diff: d.diff };
+  }
+
+  /** The rollout ended without a submit (budget, or an answer without a tool call) and the
+   *  layers grade whatever the repository holds. */
+  function finalState(trigger: Ended): Promise<RolloutEnding> {
+    return submission(trigger);
+  }
+
+  /** Gate a generated turn and run its tools, filling in `turn` (shortcut flags, tool result).
    *  Returns how the rollout ends on this turn, or null when it goes on. */
   async function act(gen: Extract<GeneratedTurn, { kind: 'generated' }>, turn: TurnOutcome): Promise<RolloutEnding | null> {
-    const decision = gateTurn(state, gen.verdict, cfg.budgets);
-    if (decision.action === 'end') return { kind: 'ended', ended: decision.ended };
-    if (decision.action === 'submit') {
-      const d = await sandbox.extractDiff({ containerId: containerId!, maxBytes: cfg.maxDiffBytes });
-      await audit.recordSubmission({ rolloutId, diff: d.diff, bytes: d.bytes, truncated: d.truncated });
-      if (d.truncated) return { kind: 'ended', ended: { gate: 'diff_too_large', detail: { bytes: d.bytes, maxBytes: cfg.maxDiffBytes } } };
-      return { kind: 'submitted', diff: d.diff };
+    const steps = planTurn(state, { verdict: gen.verdict, rawText: gen.rawText ?? '' }, cfg.budgets, layers);
+    const observations: string[] = [];
+    let exitCode: number | null = null;
+    let toolMs = 0;
+    const flush = (): void => {
+      if (observations.length) turn.tool = { observation: observations.join('\n'), exitCode, toolMs };
+    };
+    for (const step of steps) {
+      if (step.kind === 'end') { flush(); return { kind: 'ended', ended: step.ended }; }
+      if (step.kind === 'grade') { flush(); return finalState(step.trigger); }
+      if (step.kind === 'submit') { flush(); return submission(); }
+      if (step.kind === 'hint') {
+        observations.push(step.observation);
+        exitCode = null;
+        continue;
+      }
+      state.seenCalls.push(step.key);
+      const command = String(step.call.arguments.command ?? '');
+      const callFlags = detectShortcuts(command);
+      turn.shortcutFlags = [...new Set([...turn.shortcutFlags, ...callFlags])];
+      callFlags.forEach((f) => flags.add(f));
+      const started = Date.now();
+      const r = await sandbox.execInSandbox({ containerId: containerId!, command, timeoutSeconds: cfg.sandbox.commandTimeoutSeconds, maxOutputBytes: cfg.sandbox.maxOutputBytes });
+      observations.push(renderObservation(r, cfg.maxObservationChars, cfg.sandbox.commandTimeoutSeconds));
+      exitCode = r.exitCode;
+      toolMs += Date.now() - started;
     }
-    state.seenCalls.push(decision.key);
-    const command = String(decision.call.arguments.command ?? '');
-    turn.shortcutFlags = detectShortcuts(command);
-    turn.shortcutFlags.forEach((f) => flags.add(f));
-    const started = Date.now();
-    const r = await sandbox.execInSandbox({ containerId: containerId!, command, timeoutSeconds: cfg.sandbox.commandTimeoutSeconds, maxOutputBytes: cfg.sandbox.maxOutputBytes });
-    turn.tool = { observation: renderObservation(r, cfg.maxObservationChars, cfg.sandbox.commandTimeoutSeconds), exitCode: r.exitCode, toolMs: Date.now() - started };
+    flush();
     return null;
   }
 }

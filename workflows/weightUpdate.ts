@@ -6,7 +6,8 @@ import type { TrainingActivities } from '../activities/training.js';
 import type { EngineEndpoint } from '../activities/engines/adapter.js';
 
 /** One weight update: claim the batch (exactly once) → train step on the trainer's node →
- *  publish → every engine loads the weights and rebuilds its caches → the version advances.
+ *  publish → every engine loads the weights and rebuilds its caches (unless the run switched
+ *  recipe.cacheRebuild off: then it keeps them) → the version advances.
  *  Timings of each stage are returned for the policy_versions row. */
 
 export interface WeightUpdateInput {
@@ -16,6 +17,9 @@ export interface WeightUpdateInput {
   engines: EngineEndpoint[];
   advantages: Record<string, number>;
   config: TrainStepSettings;
+  /** recipe.cacheRebuild: false = engines keep their caches after loading (absent = true, as in
+   *  histories recorded before the switch). */
+  cacheRebuild?: boolean;
 }
 
 export interface WeightUpdateResult {
@@ -40,7 +44,9 @@ export async function weightUpdate(input: WeightUpdateInput): Promise<WeightUpda
   const step = await trainer.trainStep({ runId: input.runId, version: input.version, trainerUrl: input.trainer.url, advantages, config: input.config });
   const loads = await Promise.all(input.engines.map((engine) => {
     const node = proxyActivities<GpuActivities>({ taskQueue: gpuQueue(engine.node), startToCloseTimeout: '10 minutes', heartbeatTimeout: '1 minute', retry: { maximumAttempts: 5 } });
-    return node.loadWeights({ runId: input.runId, engine, path: step.path, version: input.version });
+    return node.loadWeights(input.cacheRebuild === false
+      ? { runId: input.runId, engine, path: step.path, version: input.version, cacheRebuild: false }
+      : { runId: input.runId, engine, path: step.path, version: input.version });
   }));
   return {
     version: input.version,

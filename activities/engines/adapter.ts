@@ -91,8 +91,10 @@ export interface EngineAdapter {
   /** Resolves when the server answers its health route (an empty 200 body is healthy). */
   health(): Promise<void>;
   generate(req: GenerateRequest, opts?: { timeoutMs?: number }): Promise<GenerateResult>;
-  /** Load the published model folder as `version` (the folder's checksums were verified by the caller). */
-  loadWeights(folder: string, version: number): Promise<{ loadMs: number }>;
+  /** Load the published model folder as `version` (the folder's checksums were verified by the caller).
+   *  `keepCache` (recipe.cacheRebuild off): an engine that rebuilds in place keeps its caches
+   *  (paused engines keep theirs by floe not flushing them). */
+  loadWeights(folder: string, version: number, opts?: { keepCache?: boolean }): Promise<{ loadMs: number }>;
   /** Stop generating and abort every request in flight (they answer finishReason 'abort'
    *  with the ids generated so far where the server returns them). */
   pause(): Promise<void>;

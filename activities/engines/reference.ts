@@ -32,10 +32,13 @@ export class ReferenceAdapter extends VllmAdapter {
     return false;
   }
 
-  /** POST /update_weights {path, version} → {ok, version, load_ms, rebuilt_sequences, timings}. */
-  override async loadWeights(folder: string, version: number): Promise<{ loadMs: number }> {
+  /** POST /update_weights {path, version[, keep_cache: true]} → {ok, version, load_ms, rebuilt_sequences, timings}.
+   *  keep_cache (recipe.cacheRebuild off): running sequences keep the K/V the old weights
+   *  computed and the prefix cache keeps its entries. */
+  override async loadWeights(folder: string, version: number, opts?: { keepCache?: boolean }): Promise<{ loadMs: number }> {
     const started = Date.now();
-    const r = await this.json<{ ok?: boolean; version?: number; load_ms?: number } | null>('/update_weights', { body: { path: folder, version }, timeoutMs: 30 * 60_000 });
+    const body = opts?.keepCache === true ? { path: folder, version, keep_cache: true } : { path: folder, version };
+    const r = await this.json<{ ok?: boolean; version?: number; load_ms?: number } | null>('/update_weights', { body, timeoutMs: 30 * 60_000 });
     if (r?.ok !== true || r.version !== version) {
       throw new EngineHttpError(this.endpoint.id, 200, '/update_weights', `asked to load ${folder} as version ${version}; the engine answered ${JSON.stringify(r).slice(0, 200)}`);
     }

@@ -129,9 +129,13 @@ class InferenceServer:
         tokenizer.validate_ids(ids, self.engine.policy.vocab_size)
         return {"prompt": self.tokenizer.decode(ids)}
 
-    def _load_weights(self, path: str, version=None, verify: bool = True) -> dict:
+    def _load_weights(self, path: str, version=None, verify: bool = True, keep_cache: bool = False) -> dict:
         """Load a published folder (either layout, either checkpoint format) in place, between
-        scheduler steps; running sequences get their caches rebuilt under the new weights."""
+        scheduler steps; running sequences get their caches rebuilt under the new weights.
+        ``keep_cache`` (floe's recipe.cacheRebuild off, the public recipes' behaviour): nothing is
+        rebuilt or dropped. Running sequences continue on K/V the old weights computed, and the
+        prefix cache keeps serving old-weight K/V to new prompts that share a prefix; their new
+        tokens are stamped with the new version although they were conditioned on stale state."""
         t0 = time.perf_counter()
         timings: dict = {}
         meta, sd = ckpt.load(path, verify=verify, timings=timings)
@@ -143,7 +147,7 @@ class InferenceServer:
         if meta.get("version") is not None and int(meta["version"]) != int(version):
             raise ValueError(f"asked for version {version} but {path} holds version {meta['version']}")
         files = meta.get("files") if isinstance(meta.get("files"), dict) else None
-        rebuilt = self.engine.update_weights(sd, int(version), timings)
+        rebuilt = self.engine.update_weights(sd, int(version), timings, keep_cache=keep_cache)
         return {"version": int(version), "load_ms": round((time.perf_counter() - t0) * 1e3, 2),
                 "files": len(files) if files else 1,
                 "bytes": sum(int(f.get("bytes") or 0) for f in files.values()) if files else meta.get("bytes"),
@@ -153,9 +157,10 @@ class InferenceServer:
         path = body.get("path") or body.get("model_path")
         if not path:
             raise ValueError("missing field 'path' (a published version folder or its model.safetensors)")
-        r = self._load_weights(path, body.get("version"), verify=bool(body.get("verify", True)))
+        keep = body.get("keep_cache", False) is True
+        r = self._load_weights(path, body.get("version"), verify=bool(body.get("verify", True)), keep_cache=keep)
         return {"ok": True, "version": r["version"], "load_ms": r["load_ms"],
-                "rebuilt_sequences": r["rebuilt_sequences"], "timings": r["timings"]}
+                "rebuilt_sequences": r["rebuilt_sequences"], "kept_cache": keep, "timings": r["timings"]}
 
     # --- collective_rpc methods (what floe_vllm.FloeWorkerExtension answers inside vLLM) ---------
     def floe_load_folder(self, folder: str, version=None, verify=True) -> dict:

@@ -170,8 +170,10 @@ class Engine:
             self.cv.notify_all()
 
     def update_weights(self, state_dict: Dict[str, torch.Tensor], version: int,
-                       timings: Optional[dict] = None) -> int:
-        """Swap weights between steps and rebuild every active sequence's cache; returns how many."""
+                       timings: Optional[dict] = None, keep_cache: bool = False) -> int:
+        """Swap weights between steps and rebuild every active sequence's cache; returns how many.
+        ``keep_cache`` (floe's recipe.cacheRebuild off): swap only; running sequences go on from
+        the K/V the old weights computed and the prefix cache keeps its entries (returns 0)."""
         result = {}
 
         def swap():
@@ -179,8 +181,9 @@ class Engine:
             self.policy.load_state_dict(state_dict)
             self.version = int(version)
             t1 = time.perf_counter()
-            live = {s.key: (s.prompt + s.out)[:-1] for s in self.active}
-            self.backend.rebuild(live)
+            live = {} if keep_cache else {s.key: (s.prompt + s.out)[:-1] for s in self.active}
+            if not keep_cache:
+                self.backend.rebuild(live)
             if self.policy.device.type == "cuda":
                 torch.cuda.synchronize()
             if timings is not None:
