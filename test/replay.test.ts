@@ -14,17 +14,38 @@ import { workflowsPath } from '../workers/worker.js';
  *  sandbox failure, which the rollout workflow must still replay (its legacy branch). */
 const dir = path.join(import.meta.dirname, 'fixtures', 'histories');
 
+// file name = workflow id (child workflow ids derive from it)
+const load = (f: string) => ({ workflowId: f.replace(/\.json$/, ''), history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'))) });
+const changed = (name: string) => path.join(import.meta.dirname, 'fixtures', 'changed-workflows', `${name}.ts`);
+/** The training runs recorded with a weight update, an eviction and a continue-as-new. */
+const RUN_FIXTURES = ['floe-run-loop-test-20261201T162537Z-l02b.json', 'floe-run-continue-as-new-test-20261201T162546Z-18fi.json'];
+
+async function replay(workflowsPath: string, files: string[]): Promise<{ workflowId: string; error: unknown }[]> {
+  const out: { workflowId: string; error: unknown }[] = [];
+  for await (const r of Worker.runReplayHistories({ workflowsPath }, files.map(load))) out.push({ workflowId: r.workflowId, error: r.error });
+  return out;
+}
+
 describe('workflow determinism', () => {
   it('replays every recorded history', async () => {
     const files = fs.readdirSync(dir).filter((f) => f.endsWith('.json'));
     expect(files.length).toBeGreaterThan(0);
-    // file name = workflow id (child workflow ids derive from it)
-    const histories = files.map((f) => ({ workflowId: f.replace(/\.json$/, ''), history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'))) }));
-    let replayed = 0;
-    for await (const r of Worker.runReplayHistories({ workflowsPath }, histories)) {
-      expect(r.error, `${r.workflowId}: ${String(r.error)}`).toBeUndefined();
-      replayed++;
-    }
-    expect(replayed).toBe(files.length);
+    const results = await replay(workflowsPath, files);
+    for (const r of results) expect(r.error, `${r.workflowId}: ${String(r.error)}`).toBeUndefined();
+    expect(results).toHaveLength(files.length);
   }, 120_000);
+
+  it('the training-run fixtures cover a weight update, an eviction and a continue-as-new', () => {
+    const children = RUN_FIXTURES.flatMap((f) => (JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as { events: { eventType: string; startChildWorkflowExecutionInitiatedEventAttributes?: { workflowType: { name: string } } }[] }).events)
+      .map((e) => e.startChildWorkflowExecutionInitiatedEventAttributes?.workflowType.name ?? e.eventType);
+    expect(children).toEqual(expect.arrayContaining(['weightUpdate', 'eviction', 'rollout', 'EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW']));
+  });
+
+  it('negative control: a deliberately changed trainingRun fails replay; the same change behind workflow.patched replays', async () => {
+    const broken = await replay(changed('unpatched'), RUN_FIXTURES);
+    expect(broken).toHaveLength(RUN_FIXTURES.length);
+    for (const r of broken) expect(String(r.error), r.workflowId).toMatch(/Nondeterminism|DeterminismViolation|nondeterminism/i);
+    const guarded = await replay(changed('patched'), RUN_FIXTURES);
+    for (const r of guarded) expect(r.error, `${r.workflowId}: ${String(r.error)}`).toBeUndefined();
+  }, 180_000);
 });

@@ -12,6 +12,7 @@ import { workflowsPath } from '../workers/worker.js';
 import { settings, withWorkers, type Platform } from './helpers/platform.js';
 import { floe } from './helpers/cli.js';
 import { eventually } from './helpers/wait.js';
+import { recording, saveHistory } from './helpers/histories.js';
 import { renderToolCall } from '../core/tools.js';
 import { startScriptedEngine, type ScriptedEngine } from './helpers/scriptedEngine.js';
 import { countRuns, getRun } from '../store/runs.js';
@@ -141,13 +142,6 @@ describe('runs through the floe CLI', () => {
     for await (const result of Worker.runReplayHistories({ workflowsPath }, histories)) {
       expect(result.error, `${result.workflowId}: ${String(result.error)}`).toBeUndefined();
     }
-    if (process.env.FLOE_RECORD_HISTORIES) {
-      const dir = path.join(import.meta.dirname, 'fixtures', 'histories');
-      fs.mkdirSync(dir, { recursive: true });
-      for (const h of histories) {
-        const json = run(temporalBin(settings), ['workflow', 'show', '--address', settings.temporal.address, '--workflow-id', h.workflowId, '--output', 'json']);
-        fs.writeFileSync(path.join(dir, `${h.workflowId}.json`), json.stdout); // the name is the workflow id, which replay needs
-      }
-    }
+    if (recording()) for (const h of histories) saveHistory(h.workflowId);
   });
 });

@@ -13,6 +13,7 @@ import { settings, withWorkers, type Platform } from './helpers/platform.js';
 import { startScriptedEngine, type ScriptedEngine } from './helpers/scriptedEngine.js';
 import { floeBin } from './helpers/cli.js';
 import { eventually } from './helpers/wait.js';
+import { continuedRunId, recording, saveHistory } from './helpers/histories.js';
 import { listBatchMembers, listPolicyVersions } from '../store/batches.js';
 import { engineLoadTotals } from '../store/engines.js';
 import { countRollouts, listRollouts, listRunTurns, listRunTurnTokens } from '../store/rollouts.js';
@@ -95,6 +96,8 @@ describe('trainingRun', () => {
       expect(turns.filter(mine).map((t) => t.turnIndex)).toEqual([...Array(r.nTurns).keys()]);
       expect(tokens.filter(mine).map((t) => t.turnIndex)).toEqual([...Array(r.nTurns).keys()]);
     }
+    // a replay fixture with weight updates and eviction passes (test/replay.test.ts)
+    if (recording()) saveHistory(runWorkflowId(runId));
   }, 600_000);
 
   it('continues as new before its history grows long, and goes on', async () => {
@@ -111,6 +114,8 @@ describe('trainingRun', () => {
     expect(st.state).toBe('running');
     await stop(platform.client, runId, 'test done');
     await eventually('the run to stop', () => getRunStatus(platform.client, runId), (s) => s.state === 'stopped', 120_000);
+    // a replay fixture of the run that continued as new (test/replay.test.ts)
+    if (recording()) saveHistory(runWorkflowId(runId), { runId: await continuedRunId(platform.client, runWorkflowId(runId)) });
   }, 300_000);
 });
 

@@ -118,6 +118,23 @@ def rollouts(policy, trajs: List[List[Turn]], task_ids: List[int], G: int, a) ->
     return samples, reward
 
 
+
+def proxy_advantages(samples, mode, negative_scale, eps=1e-6):
+    """The offline proxy's stand-in for floe's core/advantages.ts (the trainer takes advantages as
+    given; the real pipeline computes them only there). Same rule: group-relative (÷ std for
+    group-std) or the reward itself, then negatives × negative_scale."""
+    groups = {}
+    for s in samples:
+        groups.setdefault(s["group_id"], []).append(s)
+    for members in groups.values():
+        rs = [float(m["reward"]) for m in members]
+        mean = sum(rs) / len(rs)
+        std = (sum((r - mean) ** 2 for r in rs) / len(rs)) ** 0.5
+        for m, r in zip(members, rs):
+            adv = r if mode == "reward" else (r - mean) / (std + eps) if mode == "group-std" else r - mean
+            m["advantage"] = adv * negative_scale if adv < 0 else adv
+    return samples
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gold", required=True)
@@ -156,9 +173,9 @@ def main(argv=None) -> dict:
     trainer = Trainer(train_pol, 0, tempfile.mkdtemp(prefix="proxy-"), lr=a.lr, betas=betas, eps=a.eps,
                       optimizer=a.optimizer)
     versions = [{k: v.clone() for k, v in train_pol.state_dict().items()}]
-    cfg = {"lr": a.lr, "advantage": a.advantage, "loss_agg": a.loss_agg, "clip_low": a.clip_low,
+    cfg = {"lr": a.lr, "advantage": "given", "loss_agg": a.loss_agg, "clip_low": a.clip_low,
            "clip_high": a.clip_high, "ratio_mode": a.ratio_mode, "grad_clip": a.grad_clip,
-           "negative_scale": a.negative_scale, "epochs": a.epochs, "minibatches": a.minibatches}
+           "epochs": a.epochs, "minibatches": a.minibatches}
     curve, rows = [], []
     cursor = 0
     t0 = time.perf_counter()
@@ -168,7 +185,7 @@ def main(argv=None) -> dict:
         cursor += a.groups
         samples, rewards = rollouts(gen_pol, trajs, task_ids, a.group_size, a)
         r = sum(rewards) / len(rewards)
-        res = trainer.train_step(samples, cfg)
+        res = trainer.train_step(proxy_advantages(samples, a.advantage, a.negative_scale), cfg)
         versions.append({k: v.clone() for k, v in train_pol.state_dict().items()})
         m = res["metrics"]
         curve.append(round(r, 4))

@@ -1,4 +1,4 @@
-"""One RL update: group-relative advantages, token-level importance ratios,
+"""One RL update: given advantages (floe computes them), token-level importance ratios,
 an asymmetric clipped surrogate (or truncated IS), AdamW, publish.
 
 A training sample is one rollout, one masked sequence:
@@ -26,7 +26,6 @@ import torch
 from . import checkpoint as ckpt
 from .policy import Policy
 
-ADVANTAGES = ("group", "group-std", "given", "reward")
 RATIO_MODES = ("clip", "truncate")
 LOSS_AGGS = ("token-mean", "seq-mean-token-mean")
 
@@ -38,11 +37,8 @@ class StepConfig:
     clip_high: float = 0.28
     ratio_mode: str = "clip"          # 'clip' (PPO-style, asymmetric) | 'truncate' (truncated IS weight)
     truncate_cap: float = 2.0
-    advantage: str = "group"          # group: r - mean(group); group-std: also / (std + eps); given; reward
-    advantage_std_norm: bool = False  # same as advantage='group-std'
-    advantage_eps: float = 1e-6
+    advantage: str = "given"          # the only estimator here: each sample carries its advantage (floe's core/advantages.ts)
     loss_agg: str = "token-mean"
-    negative_scale: float = 1.0       # negative advantages are multiplied by this (0 = learn from successes only)
     epochs: int = 1                   # passes over the batch
     minibatches: int = 1              # optimizer steps per pass (whole groups per minibatch)
     grad_clip: float = 1.0
@@ -61,12 +57,11 @@ class StepConfig:
         c = cls(**d)
         if c.ratio_mode not in RATIO_MODES:
             raise ValueError(f"config.ratio_mode must be one of {RATIO_MODES}")
-        if c.advantage not in ADVANTAGES:
-            raise ValueError(f"config.advantage must be one of {ADVANTAGES}")
+        if c.advantage != "given":
+            raise ValueError(f"config.advantage {c.advantage!r}: the trainer takes advantages as given (each sample's "
+                             "'advantage'); floe computes them in core/advantages.ts (trainer.advantage in the run config)")
         if c.loss_agg not in LOSS_AGGS:
             raise ValueError(f"config.loss_agg must be one of {LOSS_AGGS}")
-        if not 0 <= c.negative_scale <= 1:
-            raise ValueError("config.negative_scale must be in [0, 1]")
         if c.epochs < 1 or c.minibatches < 1:
             raise ValueError("config.epochs and config.minibatches must be >= 1")
         if c.clip_low < 0 or c.clip_high < 0:
@@ -179,28 +174,14 @@ def validate_samples(samples: Sequence[dict], vocab: int, context: Optional[int]
 
 
 def advantages(samples: Sequence[dict], cfg: StepConfig) -> List[float]:
-    mode = "group-std" if (cfg.advantage == "group" and cfg.advantage_std_norm) else cfg.advantage
-    groups: Dict[object, List[int]] = {}
+    """Each sample's given advantage. The estimator (group-relative, success-only, the scale of
+    negatives) is one rule with one owner, floe's core/advantages.ts: the trainer never computes it."""
+    out = []
     for i, s in enumerate(samples):
-        groups.setdefault(s.get("group_id", i), []).append(i)
-    out = [0.0] * len(samples)
-    for idxs in groups.values():
-        rewards = [float(samples[i].get("reward", 0.0)) for i in idxs]
-        mean = sum(rewards) / len(rewards)
-        std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
-        for i, r in zip(idxs, rewards):
-            if mode == "reward":
-                a = r
-            elif mode == "group-std":
-                a = (r - mean) / (std + cfg.advantage_eps)
-            else:
-                a = r - mean
-            out[i] = a
-    for i, s in enumerate(samples):  # an explicit advantage always wins
-        if s.get("advantage") is not None:
-            out[i] = float(s["advantage"])
-        elif mode == "given":
-            raise ValueError(f"sample {i} has no advantage but config.advantage is 'given'")
+        if s.get("advantage") is None:
+            raise ValueError(f"sample {i} has no advantage: the trainer takes advantages as given "
+                             "(floe computes them in core/advantages.ts); send each sample's 'advantage'")
+        out.append(float(s["advantage"]))
     return out
 
 
@@ -387,7 +368,7 @@ class Trainer:
         t0 = time.perf_counter()
         pol = self.policy
         pol.module.eval()  # no dropout: the trainer must score exactly what the engine sampled
-        adv = [a * cfg.negative_scale if a < 0 else a for a in advantages(samples, cfg)]
+        adv = advantages(samples, cfg)
         n_tokens = sum(len(s["_masked"]) for s in samples)
         if n_tokens == 0:
             raise ValueError("the batch has no masked (trained) tokens")

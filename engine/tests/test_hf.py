@@ -68,7 +68,7 @@ def test_hf_servers_train_update_and_span(start_server, tmp_path):
     pairs = [{"prompt_ids": PROMPT, "completion_ids": c["token_ids"]} for c in cs]
     t = tr.post("/logprobs", {"samples": pairs})["logprobs"]
     assert max(abs(a - b) for c, lp in zip(cs, t) for a, b in zip(c["logprobs"]["token_logprobs"], lp)) < 1e-4
-    samples = [dict(p, group_id="g", reward=float(i == 0), behaviour_logprobs=c["logprobs"]["token_logprobs"])
+    samples = [dict(p, group_id="g", reward=float(i == 0), advantage=1.0 if i == 0 else -1.0, behaviour_logprobs=c["logprobs"]["token_logprobs"])
                for i, (p, c) in enumerate(zip(pairs, cs))]
     step = tr.post("/train_step", {"samples": samples})
     assert step["version"] == 1 and step["metrics"]["mismatch_mean_abs_logprob"] < 1e-4

@@ -100,9 +100,9 @@ def test_old_rows_equal_new_rows(tmp_path):
     a, b = tiny_trainer(tmp_path, "a"), tiny_trainer(tmp_path, "b")
     comps = [G1, G2, list(b"nope") + [256]]
     lps = a.logprobs([(P, c) for c in comps])
-    old = [{"group_id": "g", "reward": float(i == 0), "prompt_ids": P, "completion_ids": c,
+    old = [{"group_id": "g", "reward": float(i == 0), "advantage": 1.0 if i == 0 else -0.5, "prompt_ids": P, "completion_ids": c,
             "behaviour_logprobs": [x - 0.01 * i for x in lp]} for i, (c, lp) in enumerate(zip(comps, lps))]
-    new = [{"group_id": "g", "reward": o["reward"], "ids": P + o["completion_ids"],
+    new = [{"group_id": "g", "reward": o["reward"], "advantage": o["advantage"], "ids": P + o["completion_ids"],
             "loss_mask": [0] * len(P) + [1] * len(o["completion_ids"]),
             "behaviour_logprobs": [0.0] * len(P) + o["behaviour_logprobs"]} for o in old]
     for cfg in ({}, {"loss_agg": "seq-mean-token-mean", "ratio_mode": "truncate"}):
@@ -255,8 +255,8 @@ def test_hf_old_rows_equal_new_rows(bpe_dir, tmp_path):
         return Trainer(pol, 0, str(tmp_path / name), lr=3e-3)
 
     a, b = trainer("a"), trainer("b")
-    old = [{"group_id": "g", "reward": float(i), "prompt_ids": prompt, "completion_ids": c} for i, c in enumerate(comps)]
-    new = [{"group_id": "g", "reward": float(i), "ids": prompt + c, "loss_mask": [0] * len(prompt) + [1] * len(c)}
+    old = [{"group_id": "g", "reward": float(i), "advantage": float(i) - 0.5, "prompt_ids": prompt, "completion_ids": c} for i, c in enumerate(comps)]
+    new = [{"group_id": "g", "reward": float(i), "advantage": float(i) - 0.5, "ids": prompt + c, "loss_mask": [0] * len(prompt) + [1] * len(c)}
            for i, c in enumerate(comps)]
     ma, mb = a.train_step(old)["metrics"], b.train_step(new)["metrics"]
     assert torch.equal(weights(a), weights(b)) and metrics_wo_timing(ma) == metrics_wo_timing(mb)

@@ -17,8 +17,8 @@ def test_train_step_raises_positive_lowers_negative(start_server, ckpt_dir, tmp_
     assert tr.ready["version"] == 0 and tr.get("/health")["version"] == 0
     pairs = [{"prompt_ids": PROMPT, "completion_ids": GOOD}, {"prompt_ids": PROMPT, "completion_ids": BAD}]
     before = tr.post("/logprobs", {"samples": pairs})["logprobs"]
-    samples = [dict(pairs[0], group_id="g", reward=1.0, behaviour_logprobs=before[0], rollout_id="r0"),
-               dict(pairs[1], group_id="g", reward=0.0, behaviour_logprobs=before[1], rollout_id="r1")]
+    samples = [dict(pairs[0], group_id="g", reward=1.0, advantage=0.5, behaviour_logprobs=before[0], rollout_id="r0"),
+               dict(pairs[1], group_id="g", reward=0.0, advantage=-0.5, behaviour_logprobs=before[1], rollout_id="r1")]
     batch = tmp_path / "batch.jsonl"
     batch.write_text("\n".join(json.dumps(s) for s in samples))
     r = tr.post("/train_step", {"batch_path": str(batch), "config": {"clip_low": 0.2, "clip_high": 0.28}})
