@@ -10,13 +10,16 @@ import { resolveTokenizer } from '../activities/renderer.js';
  *  a trainer (engine/, Python) started as child processes of the worker that binds to them.
  *  Each server prints one JSON line {"event":"ready","port":…} when it listens. */
 
-export interface PythonServer { name: string; url: string; port: number; process: ChildProcess; stop(): Promise<void> }
+export interface PythonServer { name: string; url: string; port: number; module: string; process: ChildProcess; stop(): Promise<void> }
 
-function startServer(s: Settings, name: string, module: string, args: string[], logFile: string): Promise<PythonServer> {
+export const ENGINE_MODULE = 'floe_engine.inference_server';
+export const TRAINER_MODULE = 'floe_engine.trainer_server';
+
+function startServer(s: Settings, name: string, module: string, args: string[], logFile: string, port = 0): Promise<PythonServer> {
   if (!fs.existsSync(s.python.bin)) throw new Error(`${name}: ${s.python.bin} is missing; run \`floe up\` (it builds the engine environment)`);
   fs.mkdirSync(path.dirname(logFile), { recursive: true });
   const log = fs.createWriteStream(logFile, { flags: 'a' });
-  const child = spawn(s.python.bin, ['-m', module, '--port', '0', ...args], {
+  const child = spawn(s.python.bin, ['-m', module, '--port', String(port), ...args], {
     cwd: repoRoot,
     env: { ...process.env, PYTHONUNBUFFERED: '1', OMP_NUM_THREADS: '1', FLOE_ENGINE_THREADS: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -28,7 +31,7 @@ function startServer(s: Settings, name: string, module: string, args: string[], 
   child.once('exit', () => process.removeListener('exit', killOnExit));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`${name} did not start within 120 s; see ${logFile}`)); }, 120_000);
-    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`${name} exited with ${code} before it was ready; see ${logFile}`)); });
+    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`${name} exited with ${code} before it was ready${port ? ` (is port ${port} taken? \`ss -ltnp 'sport = :${port}'\` names the process holding it)` : ''}; see ${logFile}`)); });
     const lines = readline.createInterface({ input: child.stdout! });
     lines.on('line', (line) => {
       log.write(`${line}\n`);
@@ -41,6 +44,7 @@ function startServer(s: Settings, name: string, module: string, args: string[], 
       resolve({
         name,
         port,
+        module,
         url: `http://127.0.0.1:${port}`,
         process: child,
         stop: () => new Promise<void>((done) => {
@@ -56,19 +60,79 @@ function startServer(s: Settings, name: string, module: string, args: string[], 
 
 export interface EmbeddedGpu { engines: PythonServer[]; trainer: PythonServer | null; publishDir: string; stop(): Promise<void> }
 
-/** Start `count` inference engines (and optionally the trainer) serving `checkpoint`. */
-export async function startEmbeddedGpu(s: Settings, opts: { count: number; checkpoint: string; publishDir: string; model?: string; tokenizer?: string; lr?: number; trainer?: boolean; maxBatch?: number; seed?: number }): Promise<EmbeddedGpu> {
+/** Start `count` inference engines (and optionally the trainer) serving `checkpoint`.
+ *  Each server's version is the one its checkpoint's sidecar records (engine/floe_engine/
+ *  checkpoint.py), so a published folder <publishDir>/v<N> starts it at version N: that is
+ *  how a resumed demo brings the engines and the trainer back at the run's version.
+ *  `trainerCheckpoint` (default `checkpoint`): where the trainer starts, when it may be ahead
+ *  of the engines (it published a version the run has not recorded yet). `ports` (default:
+ *  free ports) pins each server's port: a resumed run's config names the engines and the
+ *  trainer by URL, so they must come back where they were. */
+export async function startEmbeddedGpu(s: Settings, opts: { count: number; checkpoint: string; trainerCheckpoint?: string; publishDir: string; model?: string; tokenizer?: string; lr?: number; trainer?: boolean; maxBatch?: number; seed?: number; ports?: { engines: number[]; trainer: number | null } }): Promise<EmbeddedGpu> {
   const logs = path.join(s.logDir, 'engines');
-  const common = ['--model', opts.model ?? 'tiny', '--tokenizer', resolveTokenizer(opts.tokenizer ?? 'byte', { home: s.home, repoRoot }), '--checkpoint', opts.checkpoint];
+  const common = ['--model', opts.model ?? 'tiny', '--tokenizer', resolveTokenizer(opts.tokenizer ?? 'byte', { home: s.home, repoRoot })];
+  if (opts.ports && opts.ports.engines.length !== opts.count) throw new Error(`startEmbeddedGpu: ${opts.ports.engines.length} engine port(s) given for ${opts.count} engine(s); give one port per engine`);
   const started: PythonServer[] = [];
   try {
     const engines = await Promise.all(Array.from({ length: opts.count }, (_, i) =>
-      startServer(s, `engine-${i}`, 'floe_engine.inference_server', [...common, '--seed', String((opts.seed ?? 0) * 100 + i), '--max-batch', String(opts.maxBatch ?? 16)], path.join(logs, `engine-${i}.log`)).then((e) => (started.push(e), e))));
-    const trainer = opts.trainer === false ? null : await startServer(s, 'trainer', 'floe_engine.trainer_server', [...common, '--publish-dir', opts.publishDir, '--lr', String(opts.lr ?? 3e-4)], path.join(logs, 'trainer.log'));
+      startServer(s, `engine-${i}`, ENGINE_MODULE, [...common, '--checkpoint', opts.checkpoint, '--seed', String((opts.seed ?? 0) * 100 + i), '--max-batch', String(opts.maxBatch ?? 16)], path.join(logs, `engine-${i}.log`), opts.ports?.engines[i] ?? 0).then((e) => (started.push(e), e))));
+    const trainer = opts.trainer === false ? null : await startServer(s, 'trainer', TRAINER_MODULE, [...common, '--checkpoint', opts.trainerCheckpoint ?? opts.checkpoint, '--publish-dir', opts.publishDir, '--lr', String(opts.lr ?? 3e-4)], path.join(logs, 'trainer.log'), opts.ports?.trainer ?? 0);
     if (trainer) started.push(trainer);
     return { engines, trainer, publishDir: opts.publishDir, stop: async () => { await Promise.all(started.map((p) => p.stop())); } };
   } catch (err) {
     await Promise.all(started.map((p) => p.stop()));
     throw err;
   }
+}
+
+/** A server process as a demo file remembers it (pid, its start time, module, port): enough
+ *  to find it again after the process that started it died, and to be sure a pid is still
+ *  that server and not a later process that reused the pid. */
+export interface ServerRecord { name: string; pid: number; module: string; port: number; startTicks: string | null }
+
+/** A process's start time in clock ticks since boot (/proc/<pid>/stat field 22); null when gone. */
+function startTicks(pid: number): string | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null; // fields after "(comm)" start at field 3
+  } catch {
+    return null;
+  }
+}
+
+export const serverRecord = (p: PythonServer): ServerRecord => ({ name: p.name, pid: p.process.pid ?? -1, module: p.module, port: p.port, startTicks: startTicks(p.process.pid ?? -1) });
+
+/** Is `pid` still the server `rec` names? The same process (start time), running rec.module
+ *  with `--port rec.port` (or `--port 0`: it picked rec.port itself). Linux /proc. */
+export function isServerProcess(rec: ServerRecord): boolean {
+  let argv: string[];
+  try {
+    argv = fs.readFileSync(`/proc/${rec.pid}/cmdline`, 'utf8').split('\0');
+  } catch {
+    return false; // gone
+  }
+  if (rec.startTicks !== null && startTicks(rec.pid) !== rec.startTicks) return false;
+  const m = argv.indexOf('-m');
+  const p = argv.indexOf('--port');
+  return m >= 0 && argv[m + 1] === rec.module && p >= 0 && (argv[p + 1] === String(rec.port) || argv[p + 1] === '0');
+}
+
+/** Stop servers left behind by a process that died without stopping them (kill -9 of a demo:
+ *  its children are reparented to init and keep their ports). Only a pid whose command line
+ *  is still that server is signalled (SIGTERM, then SIGKILL after 5 s); resolves when each is
+ *  gone. Returns the records it stopped. */
+export async function stopLeftoverServers(recs: ServerRecord[]): Promise<ServerRecord[]> {
+  const live = recs.filter(isServerProcess);
+  const signal = (pid: number, sig: NodeJS.Signals) => { try { process.kill(pid, sig); } catch { /* already gone */ } };
+  for (const r of live) signal(r.pid, 'SIGTERM');
+  const deadline = Date.now() + 15_000;
+  for (let t = 0; live.some(isServerProcess); t += 200) {
+    if (t === 5000) for (const r of live) if (isServerProcess(r)) signal(r.pid, 'SIGKILL');
+    if (Date.now() > deadline) {
+      const stuck = live.filter(isServerProcess).map((r) => `${r.name} (pid ${r.pid})`).join(', ');
+      throw new Error(`could not stop the left-over ${stuck}: kill them by pid (\`kill -9 PID\`) and rerun`);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return live;
 }

@@ -40,16 +40,35 @@ export async function createWorker(s: Settings, role: Role, node = 'local'): Pro
   }
 }
 
-/** Run workers until a signal arrives; the embedded default runs all roles in one process. */
-export async function runWorkers(s: Settings, roles: Role[], node = 'local'): Promise<void> {
+/** Workers of the given roles, started the same way wherever they run (`floe worker`, the
+ *  demo): a sandbox role brings the sandbox reaper with it, which removes at once, and every
+ *  five minutes after, the containers of workers that died (a kill -9 leaves its sandboxes and
+ *  graders running; their floe.worker label names a pid that is gone). */
+export interface StartedWorkers { workers: Worker[]; running: Promise<void>; shutdown(): Promise<void> }
+
+export async function startWorkers(s: Settings, roles: Role[], node = 'local'): Promise<StartedWorkers> {
   const workers = (await Promise.all(roles.map((r) => createWorker(s, r, node)))).filter((w): w is Worker => w !== null);
   const reaper = roles.includes('sandbox') ? startReaper(s, node) : null;
-  process.stderr.write(`[floe] workers running on ${workers.map((w) => w.options.taskQueue).join(', ')}\n`);
-  const stop = () => {
-    reaper?.stop();
-    workers.forEach((w) => w.shutdown());
+  const running = Promise.all(workers.map((w) => w.run())).then(() => undefined);
+  void running.catch(() => undefined); // handled: whoever awaits `running` sees the failure
+  return {
+    workers,
+    running,
+    async shutdown() {
+      reaper?.stop();
+      // Ctrl-C may already have stopped them (the Temporal runtime handles SIGINT)
+      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+      await running.catch(() => undefined); // a worker's failure is reported by `running`
+    },
   };
+}
+
+/** Run workers until a signal arrives; the embedded default runs all roles in one process. */
+export async function runWorkers(s: Settings, roles: Role[], node = 'local'): Promise<void> {
+  const started = await startWorkers(s, roles, node);
+  process.stderr.write(`[floe] workers running on ${started.workers.map((w) => w.options.taskQueue).join(', ')}\n`);
+  const stop = () => { void started.shutdown(); };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
-  await Promise.all(workers.map((w) => w.run()));
+  await started.running;
 }
