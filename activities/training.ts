@@ -3,9 +3,12 @@ import type { EvictionDecision, TaskRecord } from '../core/eviction.js';
 import { claimBatch, upsertPolicyVersion, type NewPolicyVersion } from '../store/batches.js';
 import { discardRollouts, setRolloutStaleness } from '../store/rollouts.js';
 import { insertEvictions, upsertTaskStats } from '../store/evictions.js';
+import { recordEvaluation, type EvaluationLabel } from '../store/evaluations.js';
+import type { TaskScore } from '../core/passAtK.js';
 
 /** Audit rows of the training loop: batches (exactly once), policy versions, discards,
- *  eviction decisions and task state (store/batches.ts, rollouts.ts, evictions.ts). */
+ *  eviction decisions and task state, frozen-weight evaluations (store/batches.ts, rollouts.ts,
+ *  evictions.ts, evaluations.ts). */
 
 export type PolicyVersionRow = NewPolicyVersion;
 
@@ -27,6 +30,10 @@ export function createTrainingActivities(pool: pg.Pool) {
 
     async recordStaleness(input: { staleness: Record<string, number> }): Promise<void> {
       await setRolloutStaleness(pool, input.staleness);
+    },
+
+    async recordEvaluation(input: { runId: string; label: EvaluationLabel; version: number; k: number; scores: TaskScore[]; pool: string[] }): Promise<void> {
+      await recordEvaluation(pool, input);
     },
 
     async recordEvictions(input: { runId: string; version: number; decisions: EvictionDecision[]; tasks: Record<string, TaskRecord> }): Promise<void> {

@@ -104,6 +104,19 @@ export const RunConfigSchema = z.strictObject({
     /** Continue-as-new after this many workflow history events (Temporal limits at 50k). */
     historyEventLimit: positiveInt.default(8000),
   }).prefault({}),
+  /** Frozen-weight evaluations of the pool (workflows/evaluation.ts; table evaluations):
+   *  `attempts` (k) tries per task with the engines' current weights and no update meanwhile,
+   *  scored pass@1 and pass@k. */
+  evaluation: z.strictObject({
+    attempts: positiveInt.max(64).default(4),
+    /** Before the first rollout of training, with the starting weights. */
+    atStart: z.boolean().default(false),
+    /** After the last update landed, with the final weights. */
+    atEnd: z.boolean().default(false),
+    /** Train only on the tasks the starting policy solves at least once in `attempts` (the
+     *  published stress-pool rule; needs atStart). */
+    poolFromStart: z.boolean().default(false),
+  }).prefault({}),
   eviction: z.strictObject({
     enabled: z.boolean().default(true),
     /** Retire as mastered when all of the last k attempts were solved. */
@@ -175,6 +188,7 @@ export function parseRunConfig(input: unknown, source = 'config'): RunConfig {
     const tiny = model === 'tiny' || model.startsWith('tiny:');
     if (tiny && tokenizer !== 'byte') throw new ConfigError([{ path: 'policy.tokenizer', message: `the tiny policy reads bytes: use tokenizer 'byte' (got ${JSON.stringify(tokenizer)}), or an hf: model for a real tokenizer` }], source);
     if (!tiny && !model.startsWith('hf:')) throw new ConfigError([{ path: 'policy.model', message: `unknown model ${JSON.stringify(model)}: use 'tiny', 'tiny:k=v,…' or 'hf:<config.json | model folder | model_type:k=v,…>'` }], source);
+    if (r.data.evaluation.poolFromStart && !r.data.evaluation.atStart) throw new ConfigError([{ path: 'evaluation.poolFromStart', message: 'picking the pool by the starting policy needs its evaluation: set evaluation.atStart: true' }], source);
     return r.data;
   }
   throw new ConfigError(r.error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message })), source);

@@ -28,6 +28,8 @@ export interface LoopStatus {
   lastMeanReward: number | null;
   pool: { active: number; retiredMastered: number; retiredHopeless: number; revived: number };
   continuedAsNew: number;
+  /** Frozen-weight evaluations so far (absent in runs recorded before them). */
+  evaluations?: { label: 'start' | 'end'; version: number; k: number; tasks: number; pass1: number | null; passK: number | null; pool: number }[];
 }
 
 /** A finished rollout as the loop sees it. */

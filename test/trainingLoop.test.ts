@@ -3,8 +3,10 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseRunConfig, type RunConfig } from '../core/config.js';
-import { renderToolCall } from '../core/tools.js';
-import { getRunStatus, runWorkflowId, startRun, stop } from '../client/runs.js';
+import { renderToolCall, type ToolCall } from '../core/tools.js';
+import type { RunStatus } from '../workflows/messages.js';
+import { getRunStatus, newRunId, runWorkflowId, startRun, stop } from '../client/runs.js';
+import { listEvaluations } from '../store/evaluations.js';
 import { selectTasks } from '../tasks/loaders.js';
 import { buildWarmStart } from '../infra/warmstart.js';
 import { startEmbeddedGpu, type EmbeddedGpu } from '../infra/engines.js';
@@ -39,6 +41,7 @@ function loopConfig(over: Partial<RunConfig['training']> = {}, g: EmbeddedGpu = 
     rollout: { groupSize: 2, maxInFlight: 4, maxTurns: 2 },
     training: { groupsPerUpdate: 1, updates: 2, ...over },
     eviction: { enabled: true, masteredK: 2, hopelessM: 2, recheckEvery: 1, recheckAttempts: 1 },
+    evaluation: { attempts: 2, atStart: true, atEnd: true },
   });
 }
 
@@ -72,6 +75,12 @@ describe('trainingRun', () => {
     const { runId } = await startRun(platform.client, loopConfig());
     const final = await platform.client.workflow.getHandle(runWorkflowId(runId)).result();
     expect(final).toMatchObject({ state: 'completed', policyVersion: 2, updatesDone: 2 });
+    // frozen-weight evaluations of the pool with the starting and the final weights, k = 2
+    const evals = await listEvaluations(db, runId);
+    expect(evals.map((e) => [e.label, e.version, e.taskId, e.k, e.attempts + e.failed])).toEqual([
+      ['start', 0, TASKS[0], 2, 2], ['start', 0, TASKS[1], 2, 2], ['end', 2, TASKS[0], 2, 2], ['end', 2, TASKS[1], 2, 2]]);
+    expect((final as RunStatus).evaluations?.map((e) => [e.label, e.version, e.tasks])).toEqual([['start', 0, 2], ['end', 2, 2]]);
+    expect((await listRollouts(db, runId)).filter((r) => r.purpose === 'eval')).toHaveLength(8);
     const versions = await listPolicyVersions(db, runId);
     expect(versions.map((r) => r.version)).toEqual([1, 2]);
     for (const v of versions) {
@@ -99,6 +108,33 @@ describe('trainingRun', () => {
     // a replay fixture with weight updates and eviction passes (test/replay.test.ts)
     if (recording()) saveHistory(runWorkflowId(runId));
   }, 600_000);
+
+  it('picks the stress pool by the published rule: the tasks the starting policy solves at least once in k', async () => {
+    const [solvable] = selectTasks({ source: 'toy', include: [TASKS[0]], limit: 0, excludeLooseTests: true, onBadRow: 'fail' }).tasks;
+    const runId = newRunId('pool-rule-test');
+    // the scripted policy solves TASKS[0] on its third evaluation attempt only (its gold
+    // trajectory); every other attempt, at either task, submits at once (reward 0)
+    scripted.script(`${runId}-eval-start-${TASKS[0]}-2`, [...(solvable.solution as ToolCall[]), { name: 'submit', arguments: {} } as ToolCall].map((c) => ({ text: renderToolCall(c) })));
+    const cfg = parseRunConfig({
+      name: 'pool-rule-test',
+      tasks: { source: 'toy', include: TASKS },
+      engines: { endpoints: [{ id: 'scripted', url: scripted.url, node: 'local' }] },
+      trainer: { url: 'http://127.0.0.1:9' },
+      rollout: { groupSize: 2, maxInFlight: 4, maxTurns: 6 },
+      training: { groupsPerUpdate: 1000 },
+      evaluation: { attempts: 4, atStart: true, poolFromStart: true },
+    });
+    await startRun(platform.client, cfg, { runId });
+    const st = await eventually('training on the pool', () => getRunStatus(platform.client, runId), (s) => s.rolloutsFinished >= 2, 180_000);
+    expect(st.evaluations).toEqual([{ label: 'start', version: 0, k: 4, tasks: 2, pass1: 0.125, passK: 0.5, pool: 1 }]);
+    expect(st.pool.active).toBe(1);
+    const evals = await listEvaluations(db, runId);
+    expect(evals.map((e) => [e.taskId, e.solved, e.attempts, e.passK, e.inPool])).toEqual([[TASKS[0], 1, 4, 1, true], [TASKS[1], 0, 4, 0, false]]);
+    const train = (await listRollouts(db, runId)).filter((r) => r.purpose === 'train');
+    expect(new Set(train.map((r) => r.taskId))).toEqual(new Set([TASKS[0]]));
+    await stop(platform.client, runId, 'test done');
+    await eventually('the run to stop', () => getRunStatus(platform.client, runId), (s) => s.state === 'stopped', 120_000);
+  }, 300_000);
 
   it('continues as new before its history grows long, and goes on', async () => {
     const cfg = parseRunConfig({

@@ -4,3 +4,4 @@ export { rollout } from './rollout.js';
 export { rewardGate } from './rewardGate.js';
 export { weightUpdate } from './weightUpdate.js';
 export { eviction } from './eviction.js';
+export { evaluation } from './evaluation.js';

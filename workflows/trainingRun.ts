@@ -1,5 +1,5 @@
 import {
-  ContinueAsNew, allHandlersFinished, condition, continueAsNew, proxyActivities, setHandler, startChild,
+  ApplicationFailure, ContinueAsNew, allHandlersFinished, condition, continueAsNew, executeChild, proxyActivities, setHandler, startChild,
   upsertSearchAttributes, workflowInfo, ParentClosePolicy,
 } from '@temporalio/workflow';
 import type { RunConfig } from '../core/config.js';
@@ -19,6 +19,7 @@ import { pauseRun, resumeRun, runStatus, stopRun, type RunStatus } from './messa
 import { rollout, type RolloutResult, type RolloutSettings } from './rollout.js';
 import { weightUpdate, type WeightUpdateResult } from './weightUpdate.js';
 import { eviction, type EvictionResult } from './eviction.js';
+import { evaluation, type EvaluationResult } from './evaluation.js';
 
 /** One training run: the asynchronous loop, as a thin script over the pure state machine in
  *  core/runLoop.ts. It keeps the handlers (pause / resume / stop by validated update, status by
@@ -107,6 +108,8 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
     },
   });
   upsertSearchAttributes([{ key: FloeRunId, value: runId }, { key: FloeKind, value: 'trainingRun' }, { key: FloePolicyVersion, value: status.policyVersion }]);
+  if (settings.engines.length === 0) throw new Error('the run config lists no engines (engines.endpoints); `floe demo` starts embedded ones, or list yours');
+  if (!config.trainer.url) throw new Error('the run config has no trainer.url; `floe demo` starts an embedded trainer, or give yours');
 
   if (!input.carried) {
     await db.recordRunStart({ runId, workflowId: workflowInfo().workflowId, name: config.name, config });
@@ -117,11 +120,28 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
       const preflight = proxyActivities<SandboxActivities>({ taskQueue: sandboxQueue(config.sandbox.host), startToCloseTimeout: '2 hours', heartbeatTimeout: '2 minutes', retry: { maximumAttempts: 3 } });
       await preflight.preflightTaskImages({ images: pool.images });
     }
-    setPool(s, pool.taskIds);
+    let taskIds = pool.taskIds;
+    if (config.evaluation?.atStart) {
+      // the starting weights, frozen: no group and no update has started yet
+      const e = await evaluate('start', taskIds);
+      if (config.evaluation.poolFromStart) {
+        if (!e.solved.length) throw ApplicationFailure.nonRetryable(`the starting policy solved none of the ${taskIds.length} tasks in ${e.k} attempts each: there is no stress pool (warm-start longer, or choose other tasks)`, 'EmptyPool');
+        taskIds = e.solved;
+      }
+    }
+    setPool(s, taskIds);
   }
 
-  if (settings.engines.length === 0) throw new Error('the run config lists no engines (engines.endpoints); `floe demo` starts embedded ones, or list yours');
-  if (!config.trainer.url) throw new Error('the run config has no trainer.url; `floe demo` starts an embedded trainer, or give yours');
+
+  async function evaluate(label: 'start' | 'end', taskIds: string[]): Promise<EvaluationResult> {
+    const e = await executeChild(evaluation, {
+      workflowId: `${workflowInfo().workflowId}-eval-${label}`,
+      taskQueue: CONTROL_QUEUE,
+      args: [{ runId, label, version: status.policyVersion, taskIds, attempts: config.evaluation.attempts, maxInFlight: config.rollout.maxInFlight, settings, seed: config.seed, pool: label === 'start' && config.evaluation.poolFromStart ? 'solved' as const : 'all' as const }],
+    });
+    status.evaluations = [...(status.evaluations ?? []), { label, version: e.version, k: e.k, tasks: taskIds.length, pass1: e.pass1, passK: e.passK, pool: e.solved.length }];
+    return e;
+  }
 
   // ---- mailboxes: what the children report, taken in by the state machine at the next wake ----
   const finished: RolloutResult[] = [];
@@ -217,6 +237,8 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
     await condition(() => evictionDone !== null || failure !== null);
     if (evictionDone) landEviction(evictionDone);
   }
+  // the final weights, frozen (the last update has landed; none follows)
+  if (status.state !== 'stopping' && config.evaluation?.atEnd) await evaluate('end', s.order);
   await condition(allHandlersFinished);
   const final = status.state === 'stopping' ? 'stopped' : 'completed';
   await db.recordRunState({ runId, state: final, summary: { ...status, state: final, stopReason } });
