@@ -28,6 +28,9 @@ usage:
   floe run status <run-id> [--json]
   floe run pause|resume|stop <run-id>
   floe demo [CONFIG.yaml] [--set key.path=value]…         the main job: the stress test (configs/stress-test.yaml)
+  floe stress [CONFIG.yaml] [--layers naive,gate,raw,full] [--set key.path=value]…
+                                                          the recipe ablation: one demo run per layer, same pool,
+                                                          seed and budget; one report with the layers side by side
   floe report <run-id> [--out DIR]                        static HTML report + summary.json of a run
   floe engine probe <url> [--kind reference|vllm|sglang] [--json]
                                                           check each capability floe needs of a running
@@ -69,6 +72,16 @@ async function main(argv: string[]): Promise<number> {
       const config = loadRunConfig(p.positional[0] ?? path.join(repoRoot, 'configs', 'stress-test.yaml'), p.flags.get('set') ?? []);
       await up(s);
       return (await runDemo(s, config)).ok ? 0 : 1;
+    }
+    case 'stress': {
+      const p = parseArgs(rest, { set: 'multi', layers: 'value' });
+      const { layersFlag, runStress } = await import('./stress.js');
+      const layers = layersFlag(flag(p, 'layers'));
+      const file = p.positional[0] ?? path.join(repoRoot, 'configs', 'stress-test.yaml');
+      const sets = p.flags.get('set') ?? [];
+      const base = loadRunConfig(file, sets);
+      await up(s);
+      return runStress(s, { base, configFile: file, sets, layers, command: ['floe', ...argv].join(' ') });
     }
     case 'report': {
       const p = parseArgs(rest, { out: 'value' });

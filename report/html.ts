@@ -44,6 +44,13 @@ function keyNumbers(s: RunSummary): string {
     ['discarded', String(k.totalDiscarded), 'stale rollouts, all updates'],
     ['s / update', k.meanSecondsPerUpdate === null ? '–' : fmtNum(k.meanSecondsPerUpdate), 'mean wall time between updates'],
   ];
+  const start = s.evaluations?.find((e) => e.label === 'start');
+  const end = s.evaluations?.find((e) => e.label === 'end');
+  const pool1 = (e: typeof start) => (e ? (e.poolTasks > 0 ? e.poolPass1 : e.pass1) : null);
+  if (start || end) {
+    cards.push(['pass@1 frozen', `${rew(pool1(start))} → ${rew(pool1(end))}`, `pool mean, k = ${(start ?? end)?.k ?? '–'}, start → end weights`]);
+  }
+  if (s.epochs !== null && s.epochs !== undefined) cards.push(['epochs', fmtNum(s.epochs), 'train groups started per pool task']);
   return `<section class="kpis">${cards.map(([label, value, hint]) =>
     `<div class="kpi"><div class="label">${esc(label)}</div><div class="value">${esc(value)}</div><div class="hint">${esc(hint)}</div></div>`).join('')}</section>`;
 }
@@ -109,6 +116,8 @@ figure svg{display:block;width:100%;height:auto;max-width:100%}
 .split table{margin-top:14px}
 figcaption,.caption{color:#666;font-size:12.5px;margin-top:6px}
 .row3{display:grid;grid-template-columns:repeat(auto-fit,minmax(300px,1fr));gap:12px;margin-top:10px}
+.row4{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:12px;margin-top:10px}
+.findings{margin:10px 0 0;padding-left:20px}.findings li{margin:2px 0}
 table{border-collapse:collapse;width:100%;margin-top:8px;font-size:13px}
 th,td{text-align:left;padding:5px 8px;border-bottom:1px solid #eceef1;vertical-align:top}
 th{color:#666;font-weight:500;font-size:12px}

@@ -4,9 +4,11 @@ import { listEvictions, listTaskStats } from '../store/evictions.js';
 import type { Queryable } from '../store/pool.js';
 import { countGateDecisions, countRolloutsByStaleness, listRecheckRewards } from '../store/rollouts.js';
 import { getRun } from '../store/runs.js';
+import { listEvaluations } from '../store/evaluations.js';
+import { countTrainGroups, listEvaluationSummaries, trainRewardsPerUpdate, trainRolloutTimes, trainTurnFormatPerUpdate } from '../store/timeline.js';
 import { poolRewardSeries, type EvictionDecision, type PoolTask, type RecheckReward, type TrainReward } from './poolReward.js';
-import { SMOOTHING_ALPHA, ema, histogram, keyNumbers, seconds } from './stats.js';
-import type { EngineLoad, EvictionRow, GateCount, RunSummary, UpdateRow } from './types.js';
+import { SMOOTHING_ALPHA, ema, epochsOverPool, histogram, keyNumbers, seconds, timeBreakdown } from './stats.js';
+import type { EngineLoad, EvaluationSummary, EvictionRow, GateCount, RunSummary, UpdateRow } from './types.js';
 
 export type { RunSummary } from './types.js';
 export { summarizeForComparison } from './stats.js';
@@ -21,12 +23,16 @@ export async function buildRunSummary(pool: Queryable, runId: string): Promise<R
 
   const updates = await loadUpdates(pool, runId, startedAt);
   const smoothedReward = ema(updates.map((u) => u.meanReward));
-  const [staleness, engines, gates, evictions, poolReward] = await Promise.all([
+  const [staleness, engines, gates, evictions, poolReward, evaluations, evaluationTasks, groups, times] = await Promise.all([
     loadStaleness(pool, runId),
     loadEngines(pool, runId, updates.length, runRow.config as EnginesConfig | null),
     loadGates(pool, runId),
     loadEvictions(pool, runId),
     loadPoolReward(pool, runId, updates.map((u) => u.version)),
+    loadEvaluations(pool, runId),
+    listEvaluations(pool, runId),
+    countTrainGroups(pool, runId),
+    trainRolloutTimes(pool, runId),
   ]);
 
   return {
@@ -48,15 +54,29 @@ export async function buildRunSummary(pool: Queryable, runId: string): Promise<R
     gates,
     evictions,
     poolReward,
+    evaluations,
+    evaluationTasks,
+    epochs: epochsOverPool(groups, evaluations),
+    timeBreakdown: timeBreakdown(times, updates),
     keyNumbers: keyNumbers(updates, smoothedReward),
   };
 }
 
+/** One row per update; the window columns (runReward, formatValidity) count what ended or was
+ *  written between the previous update and this one (store/timeline.ts buckets). */
 async function loadUpdates(pool: Queryable, runId: string, startedAt: Date): Promise<UpdateRow[]> {
-  const rows = await listPolicyVersions(pool, runId, { fromVersion: 1 });
+  const [rows, rewards, format] = await Promise.all([
+    listPolicyVersions(pool, runId, { fromVersion: 1 }),
+    trainRewardsPerUpdate(pool, runId),
+    trainTurnFormatPerUpdate(pool, runId),
+  ]);
+  const rewardIn = new Map(rewards.map((r) => [r.bucket, r]));
+  const formatIn = new Map(format.map((r) => [r.bucket, r]));
   let prev = startedAt;
-  return rows.map((r) => {
+  return rows.map((r, i) => {
     const createdAt = r.createdAt;
+    const won = rewardIn.get(i);
+    const turns = formatIn.get(i);
     const row: UpdateRow = {
       version: r.version,
       createdAt: createdAt.toISOString(),
@@ -71,10 +91,20 @@ async function loadUpdates(pool: Queryable, runId: string, startedAt: Date): Pro
       loadMs: r.loadMs,
       metrics: r.metrics,
       pool: r.pool,
+      runReward: won?.meanReward ?? null,
+      runRollouts: won?.rollouts ?? 0,
+      formatValidity: turns && turns.turns ? turns.formatOk / turns.turns : null,
+      turns: turns?.turns ?? 0,
     };
     prev = createdAt;
     return row;
   });
+}
+
+async function loadEvaluations(pool: Queryable, runId: string): Promise<EvaluationSummary[]> {
+  return (await listEvaluationSummaries(pool, runId)).map((e) => ({
+    label: e.label, version: e.version, k: e.k, tasks: e.tasks, poolTasks: e.poolTasks, pass1: e.pass1, passK: e.passK, poolPass1: e.poolPass1,
+  }));
 }
 
 async function loadStaleness(pool: Queryable, runId: string): Promise<RunSummary['staleness']> {

@@ -337,3 +337,52 @@ export function hBarChart(o: HBarChartOptions): string {
     `<text x="${(box.left + box.right) / 2}" y="${box.bottom + 22}" text-anchor="middle" fill="${MUTED}">${esc(o.valueLabel)}</text>`;
   return svgRoot(width, height, o.label, rows + axis);
 }
+
+export interface StackedHBarOptions {
+  label: string;
+  /** The parts each bar is split into, left to right (one legend entry each). */
+  segments: { name: string; color?: string }[];
+  /** One bar per row; values[i] belongs to segments[i] (null or negative: drawn as 0). */
+  rows: { label: string; values: (number | null)[]; note?: string }[];
+  valueLabel: string;
+  width?: number;
+  format?: (v: number) => string;
+  emptyText?: string;
+}
+
+/** Horizontal stacked bars on one shared axis, e.g. where a rollout's wall time goes. Each
+ *  segment carries its value as a tooltip; the bar's total (and note) follows it. */
+export function stackedHBarChart(o: StackedHBarOptions): string {
+  const width = o.width ?? 560;
+  const fmt = o.format ?? fmtNum;
+  const segs = o.segments.map((s, i) => ({ ...s, color: s.color ?? PALETTE[i % PALETTE.length] }));
+  const part = (v: number | null | undefined) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0);
+  const totals = o.rows.map((r) => r.values.reduce<number>((a, v) => a + part(v), 0));
+  if (!o.rows.length || !totals.some((t) => t > 0)) return noData(width, 120, o.label, o.emptyText ?? 'no data yet');
+  const rowH = 28;
+  const maxChars = 26;
+  const short = (s: string) => (s.length > maxChars ? `${s.slice(0, maxChars - 1)}…` : s);
+  const left = Math.min(190, 12 + Math.max(...o.rows.map((r) => short(r.label).length)) * CHAR_W);
+  const valueRoom = 12 + Math.max(...o.rows.map((r, i) => (fmt(totals[i]) + (r.note ? ` ${r.note}` : '')).length)) * CHAR_W;
+  const lg = legend(segs.map((s) => ({ name: s.name, color: s.color, kind: 'area' as const })), 8, width - 16);
+  const box: Box = { left, right: width - valueRoom, top: 8 + lg.height, bottom: 8 + lg.height + o.rows.length * rowH };
+  const height = box.bottom + 34;
+  const x = linearScale(0, Math.max(...totals), box.left, box.right, { nice: false });
+  const bars = o.rows.map((r, ri) => {
+    const cy = box.top + ri * rowH + rowH / 2;
+    let x0 = box.left;
+    const rects = segs.map((s, si) => {
+      const v = part(r.values[si]);
+      const w = x(v) - box.left;
+      const rect = w > 0 ? `<rect x="${x0.toFixed(1)}" y="${(cy - 9).toFixed(1)}" width="${w.toFixed(1)}" height="18" fill="${s.color}"><title>${esc(`${r.label} — ${s.name}: ${fmt(v)}`)}</title></rect>` : '';
+      x0 += w;
+      return rect;
+    }).join('');
+    const text = fmt(totals[ri]) + (r.note ? ` ${r.note}` : '');
+    return `<text x="${left - 8}" y="${cy}" text-anchor="end" dominant-baseline="middle"><title>${esc(r.label)}</title>${esc(short(r.label))}</text>${rects}` +
+      `<text x="${(x0 + 6).toFixed(1)}" y="${cy}" dominant-baseline="middle" fill="${MUTED}">${esc(text)}</text>`;
+  }).join('');
+  const axis = `<line x1="${left}" x2="${left}" y1="${box.top}" y2="${box.bottom}" stroke="${MUTED}"/>` +
+    `<text x="${(box.left + box.right) / 2}" y="${box.bottom + 22}" text-anchor="middle" fill="${MUTED}">${esc(o.valueLabel)}</text>`;
+  return svgRoot(width, height, o.label, lg.svg + bars + axis);
+}

@@ -6,7 +6,7 @@ import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderReportHtml } from '../report/html.js';
 import { ATTEMPT_WINDOW } from '../report/poolReward.js';
-import { ema } from '../report/stats.js';
+import { OTHER_TIME_LABEL, ema, stressLayerRow } from '../report/stats.js';
 import { buildRunSummary, summarizeForComparison, type RunSummary } from '../report/summary.js';
 import { esc, lineChart } from '../report/svg.js';
 import { writeReport } from '../report/write.js';
@@ -43,10 +43,33 @@ for (let k = 1; k <= N; k++) {
   if (k <= 4) add({ ...base, task: 'tC', reward: 1, gate: 'passed' });
   if (k === 18 || k === 19) add({ ...base, task: 'tC', reward: 0, gate: 'tests_failed' });
 }
-// Discarded as stale (not in any batch); one without a recorded staleness.
-for (const s of [3, 3, 3, 4, 4, null]) add({ task: 'tB', purpose: 'train', status: 'discarded', staleness: s, reward: null, gate: null, batch: null, version: 2, ended: 50 });
+// Discarded as stale (not in any batch); one without a recorded staleness. Five of them had run
+// to a reward before they were discarded (they count in the reward over rollouts actually run).
+for (const [s, rew] of [[3, 1], [3, 0], [3, 1], [4, 0], [4, 1], [null, null]] as const) add({ task: 'tB', purpose: 'train', status: 'discarded', staleness: s, reward: rew, gate: null, batch: null, version: 2, ended: 50 });
+// Failed on infrastructure: not the policy's, left out of the reward over rollouts run.
+add({ task: 'tB', purpose: 'train', status: 'failed', staleness: null, reward: 0, gate: null, batch: null, version: 5, ended: 55 });
 // Rechecks of the retired tC: [1, 1] at v10 (kept retired), [0, 1] at v16 (revived).
 for (const [v, rew] of [[10, 1], [10, 1], [16, 0], [16, 1]]) add({ task: 'tC', purpose: 'recheck', status: 'finished', staleness: null, reward: rew, gate: rew ? 'passed' : 'tests_failed', batch: null, version: v, ended: updateAt(v) + 1 });
+
+/** Two turns per train rollout that ran (finished or discarded): 300 + 250 ms of generation,
+ *  100 ms of tool execution; the second turn of a rollout the gate cut off for its format fails
+ *  the raw check. A failed rollout got one malformed turn. Each rollout took 1 s of wall time. */
+interface T { rollout: R; index: number; at: number; genMs: number; toolMs: number | null; ok: boolean }
+const turns: T[] = rollouts.filter((r) => r.purpose === 'train').flatMap((r): T[] => r.status === 'failed'
+  ? [{ rollout: r, index: 0, at: r.ended - 0.5, genMs: 300, toolMs: null, ok: false }]
+  : [{ rollout: r, index: 0, at: r.ended - 0.8, genMs: 300, toolMs: 100, ok: true }, { rollout: r, index: 1, at: r.ended - 0.3, genMs: 250, toolMs: null, ok: r.gate !== 'format' }]);
+/** Grading time: 200 ms in the gate decision's detail for tA and tB, 400 ms only in the
+ *  submission's grade for tC, none where the gate ended the rollout for its format. */
+const gradeMs = (r: R): number | null => (r.gate === null || r.gate === 'format' ? null : r.task === 'tC' ? 400 : 200);
+/** Frozen-weight evaluations: tD solved none at the start and is out of the pool. */
+const EVALS = [
+  { label: 'start', version: 0, task: 'tA', pass1: 0.5, inPool: true }, { label: 'start', version: 0, task: 'tB', pass1: 0.25, inPool: true },
+  { label: 'start', version: 0, task: 'tC', pass1: 0.75, inPool: true }, { label: 'start', version: 0, task: 'tD', pass1: 0, inPool: false },
+  { label: 'end', version: N, task: 'tA', pass1: 1, inPool: true }, { label: 'end', version: N, task: 'tB', pass1: 0.5, inPool: true },
+  { label: 'end', version: N, task: 'tC', pass1: 1, inPool: true }, { label: 'end', version: N, task: 'tD', pass1: 0.25, inPool: false },
+] as const;
+/** Update k's window: [updateAt(k-1), updateAt(k)) (before update 1: everything earlier). */
+const inWindow = (k: number, sec: number) => (k === 1 || sec >= updateAt(k - 1)) && sec < updateAt(k);
 
 /** e0 gets (k % 4) + 1 placements before update k, e1 two; e0 three more after v20. */
 const e0Per = (k: number) => (k % 4) + 1;
@@ -56,7 +79,12 @@ async function insertRun(): Promise<void> {
   await q(`insert into runs (run_id, workflow_id, name, config, status, started_at, ended_at) values ($1, $2, $3, $4, 'completed', $5, $6)`,
     [runId, `wf-${runId}`, 'report <synthetic> & test', JSON.stringify({ lr: 3e-4, groupSize: 8, note: '<b>not bold</b>' }), at(0), at(updateAt(N) + 30)]);
   for (let k = 0; k <= N; k++) {
-    const metrics = k === 0 || k === 5 ? null : { loss: 1 / k, grad_norm: 0.5, entropy: 2 - k / 20, clip_fraction: 0.1, mismatch_mean_abs_logprob: 1e-3 * (1 + k / 10), mismatch_kl: 1e-6 * k };
+    const metrics = k === 0 || k === 5 ? null : {
+      loss: 1 / k, grad_norm: 0.5, entropy: 2 - k / 20, clip_fraction: 0.1, mismatch_mean_abs_logprob: 1e-3 * (1 + k / 10), mismatch_kl: 1e-6 * k,
+      // numerics on the trainer's own version's tokens (none measured at v3), the off-policy gap apart (none when k % 3 == 0)
+      mismatch_current_mean_abs_logprob: k === 3 ? -1 : 1e-7 * k, mismatch_current_tokens: k === 3 ? 0 : 100,
+      offpolicy_mean_abs_logprob: k % 3 === 0 ? -1 : 2e-3 * k, offpolicy_tokens: k % 3 === 0 ? 0 : 50,
+    };
     const retired = k >= 4 && k < 16 ? 1 : 0;
     await q(`insert into policy_versions (run_id, version, created_at, batch_rollouts, batch_mean_reward, discarded_stale, train_ms, publish_ms, load_ms, update_ms, metrics, pool)
              values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
@@ -67,9 +95,19 @@ async function insertRun(): Promise<void> {
   for (const r of rollouts) {
     await q(`insert into rollouts (rollout_id, run_id, task_id, group_id, attempt, purpose, status, version_start, version_end, reward, gate, staleness, started_at, ended_at)
              values ($1, $2, $3, $4, 0, $5, $6, $7, $7, $8, $9, $10, $11, $12)`,
-      [r.id, runId, r.task, `${r.task}-g`, r.purpose, r.status, r.version, r.reward, r.gate, r.staleness, at(r.ended - 1), at(r.ended)]);
-    if (r.gate) await q('insert into gate_decisions (rollout_id, gate, reward) values ($1, $2, $3)', [r.id, r.gate, r.reward]);
+      [r.id, runId, r.task, `${r.task}-v${r.version}`, r.purpose, r.status, r.version, r.reward, r.gate, r.staleness, at(r.ended - 1), at(r.ended)]);
+    const g = gradeMs(r);
+    if (r.gate) await q('insert into gate_decisions (rollout_id, gate, reward, detail) values ($1, $2, $3, $4)', [r.id, r.gate, r.reward, JSON.stringify(g !== null && r.task !== 'tC' ? { failing: [], durationMs: g } : { failing: [] })]);
+    if (g !== null) await q('insert into submissions (rollout_id, diff, bytes, grade) values ($1, $2, 1, $3)', [r.id, '+x', JSON.stringify(r.task === 'tC' ? { passed: r.reward === 1, durationMs: g } : { passed: r.reward === 1 })]);
     if (r.batch) await q('insert into batch_members (rollout_id, run_id, version) values ($1, $2, $3)', [r.id, runId, r.batch]);
+  }
+  for (const t of turns) {
+    await q(`insert into turns (rollout_id, turn_index, raw_text, format_ok, gen_ms, tool_ms, created_at) values ($1, $2, 'x', $3, $4, $5, $6)`,
+      [t.rollout.id, t.index, t.ok, t.genMs, t.toolMs, at(t.at)]);
+  }
+  for (const e of EVALS) {
+    await q(`insert into evaluations (run_id, label, version, task_id, k, attempts, solved, failed, pass_at_1, pass_at_k, in_pool) values ($1, $2, $3, $4, 4, 4, $5, 0, $6, $7, $8)`,
+      [runId, e.label, e.version, e.task, Math.round(e.pass1 * 4), e.pass1, e.pass1 > 0 ? 1 : 0, e.inPool]);
   }
   for (const [task, v, decision] of [['tC', 4, 'retire_mastered'], ['tC', 10, 'recheck_keep_retired'], ['tC', 16, 'revive']] as const) {
     await q('insert into evictions (run_id, task_id, at_version, decision, evidence) values ($1, $2, $3, $4, $5)',
@@ -97,9 +135,8 @@ async function deleteRuns(): Promise<void> {
   const ids = [runId, emptyRunId];
   const inRuns = 'rollout_id in (select rollout_id from rollouts where run_id = any($1))';
   // FK order: rows that reference rollouts, then rollouts, then rows that reference runs.
-  await pool.query(`delete from gate_decisions where ${inRuns}`, [ids]);
-  await pool.query(`delete from batch_members where ${inRuns}`, [ids]);
-  for (const t of ['rollouts', 'evictions', 'task_stats', 'engine_events', 'policy_versions', 'runs']) {
+  for (const t of ['gate_decisions', 'batch_members', 'turns', 'submissions']) await pool.query(`delete from ${t} where ${inRuns}`, [ids]);
+  for (const t of ['rollouts', 'evictions', 'evaluations', 'task_stats', 'engine_events', 'policy_versions', 'runs']) {
     await pool.query(`delete from ${t} where run_id = any($1)`, [ids]);
   }
 }
@@ -200,11 +237,88 @@ describe('run summary from Postgres', () => {
     expect(row.meanReward).toBeCloseTo(Array.from({ length: N }, (_, i) => batchMean(i + 1)).reduce((a, b) => a + b, 0) / N, 12);
   });
 
+  it('reads the frozen-weight evaluations, per label and per task', () => {
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    const of = (label: string, pool?: boolean) => EVALS.filter((e) => e.label === label && (pool === undefined || e.inPool === pool)).map((e) => e.pass1);
+    expect(summary.evaluations.map((e) => e.label)).toEqual(['start', 'end']);
+    const [start, end] = summary.evaluations;
+    expect(start).toMatchObject({ label: 'start', version: 0, k: 4, tasks: 4, poolTasks: 3 });
+    expect(start.pass1).toBeCloseTo(mean(of('start')), 12);
+    expect(start.poolPass1).toBeCloseTo(mean(of('start', true)), 12);
+    expect(start.passK).toBeCloseTo(0.75, 12);
+    expect(end).toMatchObject({ label: 'end', version: N, tasks: 4, poolTasks: 3, passK: 1 });
+    expect(end.poolPass1).toBeCloseTo(mean(of('end', true)), 12);
+    expect(summary.evaluationTasks).toHaveLength(EVALS.length);
+    expect(summary.evaluationTasks.find((e) => e.label === 'end' && e.taskId === 'tD')).toMatchObject({ pass1: 0.25, inPool: false, k: 4 });
+  });
+
+  it('counts epochs as train groups started per pool task (the start evaluation\'s pool)', () => {
+    const groups = new Set(rollouts.filter((r) => r.purpose === 'train').map((r) => `${r.task}-v${r.version}`));
+    expect(groups.size).toBe(46);
+    expect(summary.epochs).toBeCloseTo(groups.size / 3, 12);
+  });
+
+  it('gives each update the reward over every train rollout run in its window, and the raw-format validity of its turns', () => {
+    for (let k = 1; k <= N; k++) {
+      const u = summary.updates[k - 1];
+      const ran = rollouts.filter((r) => r.purpose === 'train' && (r.status === 'finished' || r.status === 'discarded') && r.reward !== null && inWindow(k, r.ended));
+      expect(u.runRollouts, `v${k}`).toBe(ran.length);
+      expect(u.runReward, `v${k}`).toBeCloseTo(ran.reduce((a, r) => a + (r.reward ?? 0), 0) / ran.length, 12);
+      const mine = turns.filter((t) => inWindow(k, t.at));
+      expect(u.turns, `v${k}`).toBe(mine.length);
+      expect(u.formatValidity, `v${k}`).toBeCloseTo(mine.filter((t) => t.ok).length / mine.length, 12);
+    }
+    // v5's window holds five rollouts discarded after they ran (3 of 5 solved) besides its batch; the failed one (v6) is left out
+    expect(summary.updates[4].runRollouts).toBe(2 + 5);
+    expect(summary.updates[4].runReward).toBeCloseTo((1 + 1 + 3) / 7, 12);
+    expect(summary.updates[5].runRollouts).toBe(2);
+    // v4: tB was cut off for its format, so one of its turns fails the raw check; v6 has the failed rollout's malformed turn
+    expect(summary.updates[3].formatValidity).toBeCloseTo(5 / 6, 12);
+    expect(summary.updates[5].formatValidity).toBeCloseTo(4 / 5, 12);
+  });
+
+  it('breaks a train rollout\'s wall time down into what is measured, and the rest', () => {
+    const finished = rollouts.filter((r) => r.purpose === 'train' && r.status === 'finished');
+    const grading = finished.reduce((a, r) => a + (gradeMs(r) ?? 0), 0) / finished.length / 1000;
+    const t = summary.timeBreakdown;
+    expect(t.rollouts).toBe(finished.length);
+    expect(t.graded).toBe(finished.filter((r) => gradeMs(r) !== null).length);
+    expect(t.wallSeconds).toBeCloseTo(1, 9);
+    expect(t.generationSeconds).toBeCloseTo(0.55, 9);
+    expect(t.toolSeconds).toBeCloseTo(0.1, 9);
+    expect(t.gradingSeconds).toBeCloseTo(grading, 9);
+    expect(t.otherSeconds).toBeCloseTo(1 - 0.55 - 0.1 - grading, 9);
+    expect(t.otherLabel).toBe(OTHER_TIME_LABEL);
+    expect(t.otherLabel).toMatch(/not measured apart/);
+    expect(t.perUpdate).toHaveLength(N);
+    expect(t.perUpdate[0]).toEqual({ version: 1, trainSeconds: 3, weightLoadSeconds: 0.425, slowestLoadSeconds: 0.45, updateSeconds: 4.2 });
+    expect(t.meanTrainSeconds).toBeCloseTo(3, 12);
+    expect(t.meanUpdateSeconds).toBeCloseTo(4.2, 12);
+    expect(t.meanWeightLoadSeconds).toBeCloseTo(0.425, 12);
+  });
+
+  it('makes a stress layer row of the run', () => {
+    const row = stressLayerRow(summary, 'full');
+    expect(row).toMatchObject({ label: 'full', runId });
+    expect(row.rewards).toEqual(summary.updates.map((u) => u.meanReward));
+    expect(row.runRewards).toEqual(summary.updates.map((u) => u.runReward));
+    expect(row.formatValidity).toEqual(summary.updates.map((u) => u.formatValidity));
+    expect(row.discarded).toEqual(summary.updates.map((u) => u.discardedStale ?? 0));
+    const third = Array.from({ length: 7 }, (_, i) => batchMean(N - 6 + i));
+    expect(row.lastThirdMean).toBeCloseTo(third.reduce((a, b) => a + b, 0) / 7, 12);
+    expect(row.startPass1).toBeCloseTo(summary.evaluations[0].poolPass1 as number, 12);
+    expect(row.endPass1).toBeCloseTo(summary.evaluations[1].poolPass1 as number, 12);
+  });
+
   it('handles a run with no updates yet', async () => {
     const s = await buildRunSummary(pool, emptyRunId);
     expect(s.updates).toEqual([]);
     expect(s.engines).toEqual([{ engineId: 'e0', kind: 'reference', placements: 1, resubmitted: 0, failures: 0, maxRunning: null, maxWaiting: null, placementsPerUpdate: [], placementsSinceLastUpdate: 1 }]);
     expect(s.poolReward).toBeNull();
+    expect(s.evaluations).toEqual([]);
+    expect(s.evaluationTasks).toEqual([]);
+    expect(s.epochs).toBeNull();
+    expect(s.timeBreakdown).toMatchObject({ rollouts: 0, wallSeconds: null, generationSeconds: null, gradingSeconds: null, otherSeconds: null, perUpdate: [] });
     expect(s.keyNumbers).toMatchObject({ updates: 0, finalReward: null, peakRewardSmoothed: null, meanSecondsPerUpdate: null });
     const html = renderReportHtml(s);
     expect(html).toContain('no updates yet');
@@ -214,10 +328,14 @@ describe('run summary from Postgres', () => {
 });
 
 describe('report page', () => {
-  const plots = ['reward', 'pool-reward', 'discarded', 'time', 'mismatch', 'pool-sizes', 'engine-load', 'staleness', 'gates', 'comparison'];
+  const plots = ['reward', 'pool-reward', 'discarded', 'time', 'mismatch', 'pool-sizes', 'format-validity', 'time-breakdown', 'engine-load', 'staleness', 'gates', 'evaluation', 'layers', 'comparison'];
 
   it('renders one svg per plot, with captions, and escapes text', () => {
-    const withComparison: RunSummary = { ...summary, comparison: [summarizeForComparison(summary, 'least-loaded'), { ...summarizeForComparison(summary, 'pinned'), discardedPerUpdate: 2.5, secondsPerUpdate: 14 }] };
+    const withComparison: RunSummary = {
+      ...summary,
+      comparison: [summarizeForComparison(summary, 'least-loaded'), { ...summarizeForComparison(summary, 'pinned'), discardedPerUpdate: 2.5, secondsPerUpdate: 14 }],
+      layers: [stressLayerRow(summary, 'raw'), { ...stressLayerRow(summary, 'full'), lastThirdMean: (stressLayerRow(summary, 'raw').lastThirdMean ?? 0) + 0.01 }],
+    };
     const html = renderReportHtml(withComparison);
     for (const id of plots) {
       const fig = html.match(new RegExp(`<figure class="plot[^"]*" id="fig-${id}">([\\s\\S]*?)</figure>`));
@@ -227,6 +345,13 @@ describe('report page', () => {
     }
     expect(html).toContain('Training reward per update');
     expect(html).toContain('Router comparison');
+    expect(html).toContain('all rollouts run in the window');
+    expect(html).toContain('numerics: tokens of the trainer&#39;s own version');
+    expect(html).toContain('off-policy gap: tokens of older versions');
+    expect(html).toContain('Pass@1 with frozen weights: start vs end');
+    expect(html).toContain(esc(OTHER_TIME_LABEL));
+    expect(html).toMatch(/layer full makes no measurable difference on this policy: \d\.\d{3} vs \d\.\d{3}/);
+    expect(html).toContain('pass@1 frozen');
     expect(html).toContain('<details><summary>run config</summary>');
     expect(html).toContain('report &lt;synthetic&gt; &amp; test');
     expect(html).toContain('&lt;b&gt;not bold&lt;/b&gt;');
@@ -237,11 +362,14 @@ describe('report page', () => {
   });
 
   it('writes report.html and summary.json', async () => {
-    const files = await writeReport(pool, runId, outDir, (s) => ({ ...s, comparison: [summarizeForComparison(s, 'least-loaded'), { ...summarizeForComparison(s, 'pinned (baseline)'), discardedPerUpdate: 2.5, secondsPerUpdate: 14, meanReward: 0.41 }] }));
+    const files = await writeReport(pool, runId, outDir, (s) => ({ ...s, layers: [stressLayerRow(s, 'naive'), stressLayerRow(s, 'full')], comparison: [summarizeForComparison(s, 'least-loaded'), { ...summarizeForComparison(s, 'pinned (baseline)'), discardedPerUpdate: 2.5, secondsPerUpdate: 14, meanReward: 0.41 }] }));
     expect(files).toEqual({ html: path.join(outDir, 'report.html'), json: path.join(outDir, 'summary.json') });
     const json = JSON.parse(fs.readFileSync(files.json, 'utf8')) as RunSummary;
     expect(json.updates).toHaveLength(N);
     expect(json.comparison).toHaveLength(2);
+    expect(json.layers?.map((l) => l.label)).toEqual(['naive', 'full']);
+    expect(json.evaluations).toHaveLength(2);
+    expect(json.updates[0]).toHaveProperty('formatValidity');
     expect(fs.readFileSync(files.html, 'utf8')).toContain('<svg ');
   });
 
