@@ -39,8 +39,9 @@ Turn = Tuple[List[int], List[int]]  # gold prompt ids, gold completion ids (EOS 
 
 
 def load_trajectories(path: str) -> List[List[Turn]]:
-    """Gold pairs in file order, grouped into tasks by ``task_id`` (or, in files without it, a
-    pair whose prompt extends the previous pair's prompt + completion is that task's next turn)."""
+    """Gold trajectories in file order: rows {task_id, ids, loss_mask} as the warm start writes
+    them (each masked run is a reply), or older gold pairs grouped into tasks by ``task_id`` (or,
+    in files without it, a pair whose prompt extends the previous pair's prompt + completion)."""
     trajs: List[List[Turn]] = []
     prev = None
     with open(path) as f:
@@ -48,6 +49,21 @@ def load_trajectories(path: str) -> List[List[Turn]]:
             if not line.strip():
                 continue
             row = json.loads(line)
+            if "ids" in row:  # the warm start's rendering: one sequence, the loss mask over the replies
+                ids, mask = row["ids"], row["loss_mask"]
+                turns, j = [], 0
+                while j < len(ids):
+                    if mask[j]:
+                        e = j
+                        while e < len(ids) and mask[e]:
+                            e += 1
+                        turns.append((ids[:j], ids[j:e]))  # the reply ends with its end-of-turn token
+                        j = e
+                    else:
+                        j += 1
+                trajs.append(turns)
+                prev = None
+                continue
             p, c = row["prompt"], row["completion"]
             turn = (tokenizer.encode(p), tokenizer.encode(c) + [tokenizer.EOS_ID])
             same = (row.get("task_id") == prev[2]) if prev is not None and "task_id" in row else \
