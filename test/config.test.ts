@@ -62,11 +62,16 @@ describe('run config', () => {
     expect(files).toContain('stress-test.yaml');
     for (const f of files) expect(() => loadRunConfig(path.join(dir, f))).not.toThrow();
     const stress = loadRunConfig(path.join(dir, 'stress-test.yaml'));
-    expect(stress.trainer).toMatchObject({ advantage: 'reward', epochs: 2, minibatches: 4 });
-    // the router comparison shares the stress test's pool and warm start (same cache entry)
+    expect(stress.trainer).toMatchObject({ advantage: 'reward', epochs: 4, minibatches: 4 });
+    // from a weak start, the pool by the published rule, 20 epochs over 16 tasks
+    expect(stress.evaluation).toEqual({ attempts: 4, atStart: true, atEnd: true, poolFromStart: true });
+    expect(stress.policy.warmStartSteps).toBe(300);
+    expect((stress.training.updates * stress.training.groupsPerUpdate) / stress.tasks.limit).toBeGreaterThanOrEqual(20);
+    // the router comparison shares the stress test's candidate pool (its own, longer warm start:
+    // it compares placement, not the climb)
     const router = loadRunConfig(path.join(dir, 'router-comparison.yaml'));
     expect(router.policy.maxTokensPerTurn).toBe(stress.policy.maxTokensPerTurn);
-    expect(router.policy.warmStartSteps).toBe(stress.policy.warmStartSteps);
+    expect(router.tasks.limit).toBe(stress.tasks.limit);
     expect(router.engines.count).toBeGreaterThanOrEqual(2);
   });
 });
