@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type Docker from 'dockerode';
 import type { Task } from '../core/taskModel.js';
@@ -5,12 +6,14 @@ import { parseRunConfig } from '../core/config.js';
 import { repoDirOf, tailText, type GradeResult, type SandboxLimits } from '../core/sandboxPolicy.js';
 import { AGENT_ENV, AGENT_USER, execRaw, killAgentProcesses, runScript } from './sandbox/exec.js';
 import { removeContainer, startLockedContainer, unixNow } from './sandbox/containerSpec.js';
-import { copyRepository, freshHistory, imageFor } from './sandbox/repository.js';
+import { copyRepository, freshHistory, imageFor, prepareRepositoryFast } from './sandbox/repository.js';
+import { preparedRepository } from './sandbox/prepared.js';
 import { graderOnlyRepoFiles } from '../core/taskLayouts.js';
 import { execCommand } from './sandbox/command.js';
 import { heartbeat } from './sandbox/heartbeat.js';
 import { tarArchive } from './sandbox/tar.js';
-import { Harness } from './harness.js';
+import { Harness, HarnessServer, type HarnessPlan } from './harness.js';
+import { pipelineFromEnv, type SandboxPipeline } from './sandbox/index.js';
 
 /** Grading: the hidden tests run in a fresh container of the task's image (never the agent's),
  *  on the task's repository at base with the agent's diff applied, by the task's own harness
@@ -19,7 +22,7 @@ import { Harness } from './harness.js';
  *  harness's script applies the test patch over the diff, so the agent's versions of the test
  *  files it touches never count. */
 
-export interface GradingOptions { host: string; image: string; workerId: string; harnessPython: string }
+export interface GradingOptions { host: string; image: string; workerId: string; harnessPython: string; /** See SandboxPipeline (sandbox/index.ts); default: pipelineFromEnv(). */ pipeline?: SandboxPipeline }
 
 export interface GradePatchInput {
   task: Task;
@@ -60,6 +63,16 @@ fi`;
 /** Grade a diff against a task's hidden tests. Used by rewardGate (gradeSubmission) and by the
  *  data audit (gold / wrong patches). The grader container is always removed. */
 export async function gradePatch(docker: Docker, opts: GradingOptions, input: GradePatchInput): Promise<GradeResult> {
+  const pipeline = opts.pipeline ?? pipelineFromEnv();
+  // R2E-Gym rows read the image's run_tests.sh before the fresh history: step by step
+  if (pipeline === 'fast' && !graderOnlyRepoFiles(input.task.layout).includes('run_tests.sh')) return gradePatchFast(docker, opts, input);
+  return gradePatchLegacy(docker, opts, input);
+}
+
+/** The legacy path: the grader's repository prepared in the container (copy, fresh history,
+ *  seal), the staged files put, the diff applied in one exec, the tests run in another, and the
+ *  harness a new Python process per plan and per parse. */
+async function gradePatchLegacy(docker: Docker, opts: GradingOptions, input: GradePatchInput): Promise<GradeResult> {
   const started = Date.now();
   const defaults = parseRunConfig({}).sandbox;
   const limits = input.limits ?? defaults;
@@ -131,6 +144,105 @@ export async function gradePatch(docker: Docker, opts: GradingOptions, input: Gr
     await removeContainer(c);
   }
 }
+
+/** The fast path: the same grading in one exec. The repository (a directory source's fresh
+ *  history made once per task on this host: sandbox/prepared.ts) and the staged files go in by
+ *  putArchive with the container's mount roots; an image source's repository is extracted and
+ *  committed in one exec. One exec then applies the agent's diff (APPLY, as before) and, when it
+ *  applied, runs the harness's script: a per-grading nonce marks where the apply log ends, so
+ *  nothing the tests print can pass for it. The harness is the worker's long-lived process, and
+ *  plans are cached per task and base commit. The grader gets no sealed copy (nothing diffs in
+ *  it). */
+async function gradePatchFast(docker: Docker, opts: GradingOptions, input: GradePatchInput): Promise<GradeResult> {
+  const started = Date.now();
+  const defaults = parseRunConfig({}).sandbox;
+  const limits = input.limits ?? defaults;
+  const timeoutSeconds = input.timeoutSeconds ?? defaults.gradeTimeoutSeconds;
+  const { task } = input;
+  const harness = HarnessServer.for(opts.harnessPython);
+  const repoDir = repoDirOf(task.source);
+  const missing = () => [
+    ...task.failToPass.map((id) => ({ id, group: 'FAIL_TO_PASS' as const, outcome: 'missing' as const })),
+    ...task.passToPass.map((id) => ({ id, group: 'PASS_TO_PASS' as const, outcome: 'missing' as const })),
+  ];
+  const nonce = crypto.randomBytes(12).toString('hex');
+  const marker = `>>>>> floe apply ${nonce}`;
+  const grade = `bash ${STAGE}/apply.sh '${repoDir}' > ${STAGE}/apply.out 2>&1
+rc=$?
+cat ${STAGE}/apply.out
+echo "${marker} $rc"
+[ "$rc" = 0 ] || exit 10
+exec bash ${STAGE}/eval.sh`;
+  const stage = (plan: HarnessPlan) => {
+    const file = (name: string, data: Buffer | string, mode = 0o644) => ({ name: `floe-grade/${name}`, type: 'file' as const, mode, uid: 1000, gid: 1000, data: Buffer.isBuffer(data) ? data : Buffer.from(data, 'utf8') });
+    return tarArchive([
+      { name: 'floe-grade/', type: 'dir', mode: 0o755, uid: 1000, gid: 1000 },
+      file('agent.diff', input.diff),
+      file('test.diff', task.testPatch),
+      file('floe_pytest_report.py', PYTEST_PLUGIN),
+      file('eval.sh', plan.script, 0o755),
+      file('apply.sh', APPLY, 0o755),
+      file('grade.sh', grade, 0o755),
+    ]);
+  };
+  const planFor = (baseCommit: string) => harness.plan({ task, baseCommit, repoDir, stageDir: STAGE });
+  const prepared = await preparedRepository(task);
+  const early = prepared ? await planFor(prepared.baseCommit) : null;
+  const c = await startLockedContainer(docker, {
+    image: imageFor(task, opts.image),
+    limits,
+    repoDir,
+    labels: {
+      'floe.sandbox': '1', 'floe.role': 'grader', 'floe.task': task.instanceId, 'floe.host': opts.host,
+      'floe.worker': opts.workerId, 'floe.created': String(unixNow()), ...input.labels,
+    },
+    ...(prepared && early ? { content: { '/work': prepared.work, '/tmp': stage(early) } } : {}),
+  });
+  try {
+    let plan = early;
+    if (!plan) {
+      plan = await planFor(await prepareRepositoryFast(docker, c, task, { seal: false }));
+      await c.putArchive(stage(plan), { path: '/tmp' });
+    }
+    heartbeat('grader ready');
+    const run = await execCommand(docker, c, { command: `bash ${STAGE}/grade.sh`, repoDir, timeoutSeconds, maxOutputBytes: TEST_LOG_TAIL_BYTES }, 'tail');
+    // the apply log, then the marker line with APPLY's exit code, then the script's output
+    const at = run.output.indexOf(`${marker} `);
+    const eol = at < 0 ? -1 : run.output.indexOf('\n', at);
+    const applyRc = at < 0 ? null : Number(run.output.slice(at + marker.length + 1, eol < 0 ? undefined : eol));
+    const applyLog = at < 0 ? '' : run.output.slice(0, at);
+    const output = at < 0 ? run.output : run.output.slice(eol < 0 ? run.output.length : eol + 1);
+    const failed = (applyError: string, log: string): GradeResult => ({
+      passed: false, harness: plan.harness, tests: missing(), applyError, timedOut: false, durationMs: Date.now() - started, log: tailText(log, LOG_CHARS),
+    });
+    if (applyRc !== null && applyRc !== 0) {
+      const what = applyRc === 10 ? 'the diff does not apply' : `applying failed (exit ${applyRc})`;
+      return failed(`${what}: ${applyLog.trim().slice(-4000)}`, applyLog);
+    }
+    if (applyRc === null && !run.timedOut && run.exitCode === 10 && !run.output.includes(TESTS_MARKER)) {
+      return failed(`applying failed (no result from the apply step): ${run.output.trim().slice(-4000)}`, run.output);
+    }
+    const log = `${applyLog}\n${output}`;
+    if (plan.harness === 'pytest' && run.exitCode === 11) return failed(`the test patch does not apply over the diff: ${output.trim().slice(-4000)}`, log);
+    if (plan.harness === 'r2e-gym' && run.exitCode === 12) return failed(`the image lacks what R2E-Gym's test run needs: ${output.trim().slice(-2000)}`, log);
+    const verdict = await harness.parse({ task, harness: plan.harness, log: output });
+    const note = run.killedReason ? `\n[floe: tests killed: ${run.killedReason}${run.timedOut ? `, no result within ${timeoutSeconds} s` : ''}]` : '';
+    return {
+      passed: verdict.resolved && !run.timedOut,
+      harness: plan.harness,
+      tests: verdict.tests,
+      applyError: null,
+      timedOut: run.timedOut,
+      durationMs: Date.now() - started,
+      log: tailText(`${log}${note}`, LOG_CHARS),
+    };
+  } finally {
+    await removeContainer(c);
+  }
+}
+
+/** What every harness script prints before its tests (pytest_runner, swebench's eval script). */
+const TESTS_MARKER = '>>>>> Start Test Output';
 
 export function createGradingActivities(docker: Docker, opts: GradingOptions) {
   return {

@@ -1,11 +1,16 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Task } from '../core/taskModel.js';
 import type { TestGroup, TestOutcome } from '../core/sandboxPolicy.js';
 
 /** The bridge to floe_harness (harness/): the datasets' own evaluation rules, in Python, where
- *  the official swebench package lives. One short process per call: JSON in, JSON out. */
+ *  the official swebench package lives. `Harness`: one short process per call, JSON in, JSON
+ *  out (the legacy path). `HarnessServer`: one long-lived `python -m floe_harness serve` per
+ *  Python, shared by the worker's gradings (interpreter start and imports paid once), requests
+ *  tagged with ids, restarted when it dies; plans are cached per request (a plan depends only
+ *  on the task, the base commit and the paths). */
 
 export interface HarnessPlan {
   /** 'swebench', 'r2e-gym' or 'pytest'. */
@@ -26,7 +31,7 @@ export interface HarnessVerdict {
   logComplete: boolean;
 }
 
-export class Harness {
+export class Harness implements HarnessApi {
   constructor(private readonly python: string) {}
 
   /** task.runTestsSh: R2E-Gym rows, the image's run_tests.sh (the grader reads it). */
@@ -61,6 +66,104 @@ export class Harness {
         }
       });
       child.stdin.end(JSON.stringify(req));
+    });
+  }
+}
+
+export interface HarnessApi {
+  plan(req: { task: Task & { runTestsSh?: string }; baseCommit: string; repoDir: string; stageDir: string }): Promise<HarnessPlan>;
+  parse(req: { task: Task; harness: string; log: string }): Promise<HarnessVerdict>;
+}
+
+type Pending = { resolve(v: unknown): void; reject(e: Error): void; cmd: string };
+
+export class HarnessServer implements HarnessApi {
+  private child: ChildProcessWithoutNullStreams | null = null;
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private readonly plans = new Map<string, Promise<HarnessPlan>>();
+
+  constructor(private readonly python: string) {}
+
+  private static readonly shared = new Map<string, HarnessServer>();
+  /** The process-wide server of a Python (every grading of the worker shares it). */
+  static for(python: string): HarnessServer {
+    let s = HarnessServer.shared.get(python);
+    if (!s) HarnessServer.shared.set(python, (s = new HarnessServer(python)));
+    return s;
+  }
+
+  plan(req: { task: Task & { runTestsSh?: string }; baseCommit: string; repoDir: string; stageDir: string }): Promise<HarnessPlan> {
+    const key = crypto.createHash('sha256').update(JSON.stringify(req)).digest('hex');
+    let p = this.plans.get(key);
+    if (!p) {
+      p = this.call<HarnessPlan>('plan', req);
+      if (this.plans.size > 4096) this.plans.clear();
+      this.plans.set(key, p);
+      p.catch(() => this.plans.delete(key));
+    }
+    return p;
+  }
+
+  parse(req: { task: Task; harness: string; log: string }): Promise<HarnessVerdict> {
+    return this.call<HarnessVerdict>('parse', req);
+  }
+
+  /** Stop the process (a later call starts a new one). */
+  close(): void {
+    this.child?.stdin.end();
+    this.child = null;
+  }
+
+  private start(): ChildProcessWithoutNullStreams {
+    if (!fs.existsSync(this.python)) {
+      throw ApplicationFailure.nonRetryable(`the grading harness environment is missing (${this.python}); run \`floe up\` (harness/setup.sh installs the swebench package there)`, 'HarnessMissing');
+    }
+    const child = spawn(this.python, ['-m', 'floe_harness', 'serve'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let buf = '';
+    let err = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (d: string) => {
+      buf += d;
+      for (let i = buf.indexOf('\n'); i >= 0; i = buf.indexOf('\n')) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        let msg: { id: number; ok: boolean; out?: unknown; error?: string };
+        try { msg = JSON.parse(line) as typeof msg; } catch { continue; }
+        const p = this.pending.get(msg.id);
+        if (!p) continue;
+        this.pending.delete(msg.id);
+        if (msg.ok) p.resolve(msg.out);
+        else p.reject(ApplicationFailure.nonRetryable(`floe_harness ${p.cmd} failed: ${msg.error ?? '?'}`, 'HarnessFailed'));
+      }
+    });
+    child.stderr.on('data', (b: Buffer) => { err = (err + b.toString()).slice(-4000); });
+    const gone = (why: string) => {
+      if (this.child === child) this.child = null;
+      // requests in flight fail (retryable: the activity's retry gets a new process)
+      for (const [id, p] of this.pending) {
+        this.pending.delete(id);
+        p.reject(new Error(`floe_harness serve ended (${why}) during ${p.cmd}: ${err.trim().split('\n').slice(-3).join(' | ')}`));
+      }
+    };
+    child.on('error', (e) => gone(`did not start: ${e.message}`));
+    child.on('close', (code, signal) => gone(`exit ${code ?? signal}`));
+    child.stdin.on('error', () => undefined);
+    // the worker may exit while the server idles
+    child.unref();
+    (child.stdout as unknown as { unref?: () => void }).unref?.();
+    (child.stderr as unknown as { unref?: () => void }).unref?.();
+    (child.stdin as unknown as { unref?: () => void }).unref?.();
+    this.child = child;
+    return child;
+  }
+
+  private call<T>(cmd: 'plan' | 'parse', req: unknown): Promise<T> {
+    const child = this.child ?? this.start();
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, cmd });
+      child.stdin.write(`${JSON.stringify({ id, cmd, req })}\n`);
     });
   }
 }

@@ -1,4 +1,4 @@
-import { proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
+import { patched, proxyActivities, proxyLocalActivities, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Task } from '../core/taskModel.js';
 import type { Ended, Gate } from '../core/gates.js';
 import type { GradeResult, SandboxLimits } from '../core/sandboxPolicy.js';
@@ -26,13 +26,23 @@ export interface RewardGateInput {
   task: Task;
   ending: RolloutEnding;
   sandbox: SandboxLimits & { host: string; gradeTimeoutSeconds: number };
+  /** bench/throughput.ts only (the rollout's settings.pipeline): 'legacy' = every audit write
+   *  its own activity. */
+  pipeline?: 'fast' | 'legacy';
 }
 
 export interface GateResult { gate: Gate; reward: number }
 
-const audit = proxyActivities<AuditActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10 } });
+/** The fast rollout path (rollout and rewardGate): audit writes as local activities (and in
+ *  the rollout, the diff taken as the sandbox is removed). Histories recorded before it
+ *  replay with the activities they scheduled. */
+export const FAST_ROLLOUT_PATCH = 'floe-fast-rollout';
+
+const remoteAudit = proxyActivities<AuditActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10 } });
+const localAudit = proxyLocalActivities<AuditActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10 } });
 
 export async function rewardGate(input: RewardGateInput): Promise<GateResult> {
+  const audit = input.pipeline !== 'legacy' && patched(FAST_ROLLOUT_PATCH) ? localAudit : remoteAudit;
   upsertSearchAttributes([{ key: FloeKind, value: 'rewardGate' }, { key: FloeTaskId, value: input.task.instanceId }]);
   if (input.ending.kind === 'ended') {
     const { gate, detail } = input.ending.ended;

@@ -1,4 +1,4 @@
-import { CancellationScope, executeChild, proxyActivities, upsertSearchAttributes, workflowInfo, ApplicationFailure } from '@temporalio/workflow';
+import { CancellationScope, executeChild, patched, proxyActivities, proxyLocalActivities, upsertSearchAttributes, workflowInfo, ApplicationFailure } from '@temporalio/workflow';
 import type { Task } from '../core/taskModel.js';
 import type { RouterPolicy } from '../core/router.js';
 import type { SandboxLimits } from '../core/sandboxPolicy.js';
@@ -13,7 +13,7 @@ import type { GeneratedTurn, GenerateActivities } from '../activities/generate.j
 import type { EngineEndpoint } from '../activities/engines/adapter.js';
 import type { SandboxActivities } from '../activities/sandbox/index.js';
 import type { RenderSpec } from '../core/renderSpec.js';
-import { rewardGate, type GateResult, type RolloutEnding } from './rewardGate.js';
+import { FAST_ROLLOUT_PATCH, rewardGate, type GateResult, type RolloutEnding } from './rewardGate.js';
 
 /** One attempt at one task: a sandbox, then turns (generate → gate the raw output → run the
  *  tool → record the turn) until submit or a gate ends it, then the rewardGate child decides
@@ -39,6 +39,9 @@ export interface RolloutSettings {
   maxDiffBytes: number;
   /** The recipe's rollout layers (config `recipe`); absent or a field absent = on. */
   recipe?: Partial<Layers>;
+  /** bench/throughput.ts only: 'legacy' runs the rollout as before the fast path (every audit
+   *  write its own activity). Absent: the fast path. */
+  pipeline?: 'fast' | 'legacy';
 }
 
 export interface RolloutInput {
@@ -64,12 +67,21 @@ export interface RolloutResult {
   shortcutFlags: string[];
 }
 
-const audit = proxyActivities<AuditActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10 } });
+const remoteAudit = proxyActivities<AuditActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10 } });
+/** The audit writes as local activities (LOCAL_AUDIT_PATCH): run by the control worker that
+ *  runs the workflow, one marker event each instead of an activity's scheduled / started /
+ *  completed events and a task-queue round trip. */
+const localAudit = proxyLocalActivities<AuditActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10 } });
 const engine = proxyActivities<GenerateActivities>({ startToCloseTimeout: '10 minutes', heartbeatTimeout: '30 seconds', retry: { maximumAttempts: 5, initialInterval: '1 second' } });
 
 export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const { settings: cfg, rolloutId } = input;
   const layers = layersOf(cfg.recipe);
+  // FAST_ROLLOUT_PATCH: the audit writes are local activities, and a submission's diff is
+  // taken by the activity that removes the sandbox. Histories recorded before the patch (and
+  // settings.pipeline 'legacy') replay with the activities they scheduled.
+  const fast = cfg.pipeline !== 'legacy' && patched(FAST_ROLLOUT_PATCH);
+  const audit = fast ? localAudit : remoteAudit;
   upsertSearchAttributes([{ key: FloeRunId, value: input.runId }, { key: FloeKind, value: 'rollout' }, { key: FloeTaskId, value: input.taskId }]);
   const sandbox = proxyActivities<SandboxActivities>({
     taskQueue: sandboxQueue(cfg.sandbox.host),
@@ -104,7 +116,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const decision: GateResult = await executeChild(rewardGate, {
     workflowId: `${workflowInfo().workflowId}-gate`,
     taskQueue: CONTROL_QUEUE,
-    args: [{ runId: input.runId, rolloutId, task, ending, sandbox: cfg.sandbox }],
+    args: [{ runId: input.runId, rolloutId, task, ending, sandbox: cfg.sandbox, ...(cfg.pipeline ? { pipeline: cfg.pipeline } : {}) }],
   });
 
   const result: RolloutResult = {
@@ -163,7 +175,14 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
 
   /** The diff of the repository as it is now, recorded as the rollout's submission. */
   async function submission(finalStateOf?: Ended): Promise<RolloutEnding> {
-    const d = await sandbox.extractDiff({ containerId: containerId!, maxBytes: cfg.maxDiffBytes });
+    let d: { diff: string; bytes: number; truncated: boolean };
+    if (fast) {
+      // the rollout is over: the diff, then the container is removed, in one activity
+      d = await sandbox.takeDiffAndDestroy({ containerId: containerId!, maxBytes: cfg.maxDiffBytes });
+      containerId = null;
+    } else {
+      d = await sandbox.extractDiff({ containerId: containerId!, maxBytes: cfg.maxDiffBytes });
+    }
     await audit.recordSubmission({ rolloutId, diff: d.diff, bytes: d.bytes, truncated: d.truncated });
     if (d.truncated) return { kind: 'ended', ended: { gate: 'diff_too_large', detail: { bytes: d.bytes, maxBytes: cfg.maxDiffBytes } } };
     return finalStateOf ? { kind: 'submitted', diff: d.diff, finalState: finalStateOf } : { kind: 'submitted', diff: d.diff };

@@ -53,6 +53,10 @@ export interface ContainerSpec {
   repoDir: string;
   /** Image paths covered by an empty root-only tmpfs (hidden tests an image ships). */
   hide?: string[];
+  /** Tar archives put into the container right after start, by mount path: appended to that
+   *  mount root's own archive (one putArchive), or put on their own where the path is not a
+   *  mount root startLockedContainer sets up. Entries keep their owner and mode. */
+  content?: Record<string, Buffer>;
 }
 
 /** The HostConfig every sandbox and grader container gets. */
@@ -99,12 +103,19 @@ export async function startLockedContainer(docker: Docker, spec: ContainerSpec):
     await container.start();
     const roots = sandboxTmpfs(spec.limits, spec.repoDir).filter((m) => m.owner === 'agent' || m.path === '/grade');
     for (const p of spec.hide ?? []) roots.push({ path: p, sizeMb: 1, owner: 'root', mode: 0o700 });
-    await Promise.all(roots.map((m) => {
-      const id = m.owner === 'agent' ? 1000 : 0;
-      const entries: TarEntry[] = [{ name: './', type: 'dir', mode: m.mode, uid: id, gid: id }];
-      if (m.path === '/work' && spec.repoDir.startsWith('/work/')) entries.push({ name: './repo/', type: 'dir', mode: 0o755, uid: 1000, gid: 1000 });
-      return container.putArchive(tarArchive(entries), { path: m.path });
-    }));
+    const content = spec.content ?? {};
+    await Promise.all([
+      ...roots.map((m) => {
+        const id = m.owner === 'agent' ? 1000 : 0;
+        const entries: TarEntry[] = [{ name: './', type: 'dir', mode: m.mode, uid: id, gid: id }];
+        if (m.path === '/work' && spec.repoDir.startsWith('/work/')) entries.push({ name: './repo/', type: 'dir', mode: 0o755, uid: 1000, gid: 1000 });
+        const own = tarArchive(entries);
+        // a tar ends with two zero blocks: the root's entries without them, then the content
+        const body = content[m.path] ? Buffer.concat([own.subarray(0, own.length - 1024), content[m.path]]) : own;
+        return container.putArchive(body, { path: m.path });
+      }),
+      ...Object.entries(content).filter(([p]) => !roots.some((m) => m.path === p)).map(([p, tar]) => container.putArchive(tar, { path: p })),
+    ]);
     return container;
   } catch (err) {
     await container.remove({ force: true }).catch(() => undefined);

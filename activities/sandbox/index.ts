@@ -7,8 +7,10 @@ import { hiddenImagePaths } from '../../core/taskLayouts.js';
 import { WORK_REPO_DIR, repoDirOf, type ExecResult, type SandboxLimits } from '../../core/sandboxPolicy.js';
 import { AGENT_ENV, AGENT_USER, ROOT_USER, execRaw, runScript } from './exec.js';
 import { isNoSuchContainer, removeContainer, sandboxGone, startLockedContainer, unixNow } from './containerSpec.js';
-import { SEALED_GIT_DIR, imageFor, prepareRepository } from './repository.js';
+import { AGENT_CONFIG_COPY, BASE_FILE, SEALED_GIT_DIR, imageFor, prepareRepository, prepareRepositoryFast } from './repository.js';
 import { execCommand, type ExecInSandboxInput } from './command.js';
+import { preparedRepository } from './prepared.js';
+import { tarArchive } from './tar.js';
 import { heartbeat } from './heartbeat.js';
 import { missingImagesFailure, preflightImages, type ImagePreflight } from './images.js';
 
@@ -29,6 +31,19 @@ export interface SandboxOptions {
   image: string;
   /** This worker's identity, `${hostname}:${pid}:${startTimeMs}` (see workerIdentity). */
   workerId: string;
+  /** Which container pipeline (see SandboxPipeline); default: pipelineFromEnv(). */
+  pipeline?: SandboxPipeline;
+}
+
+/** 'fast' (the default): fewer container round trips per rollout and per grading (setup
+ *  steps joined into one exec each, the diff in one exec, the harness a long-lived process).
+ *  'legacy': the path before it, step by step (kept for bench/throughput.ts, which measures
+ *  both side by side). Both keep every isolation rule: a fresh container per rollout and per
+ *  grading, no network, every limit. FLOE_SANDBOX_PIPELINE=legacy selects it for a worker. */
+export type SandboxPipeline = 'fast' | 'legacy';
+
+export function pipelineFromEnv(env: NodeJS.ProcessEnv = process.env): SandboxPipeline {
+  return env.FLOE_SANDBOX_PIPELINE === 'legacy' ? 'legacy' : 'fast';
 }
 
 /** This process as a sandbox owner: `${hostname}:${pid}:${startTimeMs}`. */
@@ -74,6 +89,38 @@ const DIFF_CHECK = `cd "$2" 2>/dev/null || { echo "$2 is gone" >&2; exit 3; }
 git rev-parse -q --verify "$1^{commit}" >/dev/null 2>&1 || { echo "$2/.git is broken: the base commit $1 is not in it" >&2; exit 3; }
 chmod -R u+rwX,go+rX . 2>/dev/null; exit 0`;
 
+/** The fast path's check, as the agent: the same checks against the base id root left in
+ *  BASE_FILE (exit 4: no such file, a sandbox made by the legacy path). $1: the repository. */
+const DIFF_CHECK_FAST = `[ -r ${BASE_FILE} ] || exit 4
+read -r floe_base < ${BASE_FILE} || exit 4
+set -- "$floe_base" "$1"
+${DIFF_CHECK}`;
+
+/** BASE_FILE's archive for /run: root's, readable by the agent. */
+function baseFileTar(baseCommit: string): Buffer {
+  return tarArchive([{ name: BASE_FILE.split('/').pop()!, type: 'file', mode: 0o644, uid: 0, gid: 0, data: Buffer.from(`${baseCommit}\n`) }]);
+}
+
+/** The fast path's diff in one exec, as root, where root can tell that the agent's check and
+ *  chmod (DIFF_CHECK) would pass and change nothing git sees: the repository and its .git are
+ *  there, .git/config is the one the sandbox was made with (AGENT_CONFIG_COPY), the base commit
+ *  is among .git's objects, every file and folder is readable by root as it stands, and no file
+ *  has an execute bit the chmod would add for its owner. Then DIFF, unchanged. Exit 20 (or any
+ *  failure): it cannot tell, and the two-exec path (agent check, then root DIFF) decides,
+ *  errors included. $1: max bytes, $2: the repository. */
+const DIFF_ONE_EXEC = () => `cd "$2" 2>/dev/null || exit 20
+[ -d .git ] && [ -f .git/HEAD ] && [ -r .git/HEAD ] && [ -d .git/objects ] || exit 20
+read -r floe_head < .git/HEAD || exit 20
+case "$floe_head" in "ref: refs/"*) ;; *) [[ "$floe_head" =~ ^[0-9a-f]{40}$ ]] || exit 20 ;; esac
+cmp -s .git/config ${AGENT_CONFIG_COPY} || exit 20
+floe_base=$(GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null HOME=/grade git --git-dir=${SEALED_GIT_DIR} rev-parse HEAD) || exit 20
+GIT_DIR=${SEALED_GIT_DIR} GIT_OBJECT_DIRECTORY="$2/.git/objects" GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null HOME=/grade git cat-file -e "$floe_base^{commit}" 2>/dev/null || exit 20
+floe_odd=$(find . \\( \\( -type d \\( ! -readable -o ! -executable \\) \\) -o \\( ! -type d ! -readable \\) -o \\( -type f -perm /011 ! -perm -100 \\) \\) -print -quit 2>&1) || exit 20
+[ -z "$floe_odd" ] || exit 20
+(
+${DIFF}
+) || exit 20`;
+
 /** As root, against the sealed base (its own git dir, index and config; no system or global
  *  config): the agent's .git/config, hooks or index cannot change what the diff says. */
 const DIFF = `set -e
@@ -109,10 +156,48 @@ export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
     return dir;
   }
 
+  const pipeline = opts.pipeline ?? pipelineFromEnv();
+
+  async function extractDiff(input: { containerId: string; maxBytes: number }): Promise<{ diff: string; bytes: number; truncated: boolean }> {
+    const c = container(input.containerId);
+    try {
+      const repoDir = await repoDirOfContainer(input.containerId);
+      if (pipeline === 'fast') {
+        const one = await execRaw(docker, c, { cmd: ['bash', '-c', DIFF_ONE_EXEC(), 'floe', String(input.maxBytes), repoDir], user: ROOT_USER, env: ['LANG=C.UTF-8'], deadlineMs: 120_000, maxStdoutBytes: input.maxBytes });
+        const bytes = Number(/^(\d+)\s*$/m.exec(one.stderr)?.[1]);
+        if (one.exitCode === 0 && Number.isFinite(bytes)) return { diff: one.stdout.toString('utf8'), bytes, truncated: bytes > input.maxBytes };
+      }
+      // fast: the agent's check reads the base id root left (one exec less); legacy (or a
+      // sandbox the legacy path made): root reads it from the sealed copy first
+      let check = pipeline === 'fast'
+        ? await execRaw(docker, c, { cmd: ['bash', '-c', DIFF_CHECK_FAST, 'floe', repoDir], user: AGENT_USER, env: AGENT_ENV, deadlineMs: 60_000, maxStdoutBytes: 4096 })
+        : null;
+      if (check === null || check.exitCode === 4) {
+        const base = (await runScript(docker, c, ROOT_USER, `git --git-dir=${SEALED_GIT_DIR} rev-parse HEAD`, [], { what: 'reading the sealed base commit' })).trim();
+        check = await execRaw(docker, c, { cmd: ['bash', '-c', DIFF_CHECK, 'floe', base, repoDir], user: AGENT_USER, env: AGENT_ENV, deadlineMs: 60_000, maxStdoutBytes: 4096 });
+      }
+      if (check.exitCode !== 0) {
+        throw ApplicationFailure.nonRetryable(`cannot take the diff: ${check.stderr.trim() || `check exited ${check.exitCode}`}. The submission has no diff to grade.`, 'RepositoryBroken');
+      }
+      const r = await execRaw(docker, c, { cmd: ['bash', '-c', DIFF, 'floe', String(input.maxBytes), repoDir], user: ROOT_USER, env: ['LANG=C.UTF-8'], deadlineMs: 120_000, maxStdoutBytes: input.maxBytes });
+      const bytes = Number(/^(\d+)\s*$/m.exec(r.stderr)?.[1]);
+      if (r.exitCode !== 0 || !Number.isFinite(bytes)) {
+        throw ApplicationFailure.nonRetryable(`cannot take the diff (exit ${r.exitCode}): ${r.stderr.trim().slice(-1500)}`, 'RepositoryBroken');
+      }
+      return { diff: r.stdout.toString('utf8'), bytes, truncated: bytes > input.maxBytes };
+    } catch (err) {
+      if (isNoSuchContainer(err)) throw sandboxGone(input.containerId, err);
+      throw err;
+    }
+  }
+
   return {
     async createSandbox(input: { runId: string; rolloutId: string; task: Task; limits: SandboxLimits }): Promise<{ containerId: string }> {
       const { runId, rolloutId, task, limits } = input;
       const repoDir = repoDirOf(task.source);
+      // fast: a directory source's repository, fresh history and seal come in by putArchive
+      // with the mount roots (no exec); other sources are prepared in the container
+      const prepared = pipeline === 'fast' ? await preparedRepository(task) : null;
       const c = await startLockedContainer(docker, {
         image: imageFor(task, opts.image),
         limits,
@@ -122,9 +207,12 @@ export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
           'floe.sandbox': '1', 'floe.role': 'agent', 'floe.run': runId, 'floe.rollout': rolloutId, [REPO_LABEL]: repoDir,
           'floe.task': task.instanceId, 'floe.host': opts.host, 'floe.worker': opts.workerId, 'floe.created': String(unixNow()),
         },
+        ...(prepared ? { content: { '/work': prepared.work, '/grade': prepared.sealed, '/run': baseFileTar(prepared.baseCommit) } } : {}),
       });
       try {
-        await prepareRepository(docker, c, task);
+        if (prepared) heartbeat('repository copied');
+        else if (pipeline === 'fast') await prepareRepositoryFast(docker, c, task, { seal: true });
+        else await prepareRepository(docker, c, task);
       } catch (err) {
         await removeContainer(c);
         throw err;
@@ -137,23 +225,17 @@ export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
     },
 
     async extractDiff(input: { containerId: string; maxBytes: number }): Promise<{ diff: string; bytes: number; truncated: boolean }> {
-      const c = container(input.containerId);
+      return extractDiff(input);
+    },
+
+    /** The fast rollout's last sandbox step: the diff (as extractDiff), then the container is
+     *  removed whatever happened (as destroySandbox). */
+    async takeDiffAndDestroy(input: { containerId: string; maxBytes: number }): Promise<{ diff: string; bytes: number; truncated: boolean }> {
       try {
-        const repoDir = await repoDirOfContainer(input.containerId);
-        const base = (await runScript(docker, c, ROOT_USER, `git --git-dir=${SEALED_GIT_DIR} rev-parse HEAD`, [], { what: 'reading the sealed base commit' })).trim();
-        const check = await execRaw(docker, c, { cmd: ['bash', '-c', DIFF_CHECK, 'floe', base, repoDir], user: AGENT_USER, env: AGENT_ENV, deadlineMs: 60_000, maxStdoutBytes: 4096 });
-        if (check.exitCode !== 0) {
-          throw ApplicationFailure.nonRetryable(`cannot take the diff: ${check.stderr.trim() || `check exited ${check.exitCode}`}. The submission has no diff to grade.`, 'RepositoryBroken');
-        }
-        const r = await execRaw(docker, c, { cmd: ['bash', '-c', DIFF, 'floe', String(input.maxBytes), repoDir], user: ROOT_USER, env: ['LANG=C.UTF-8'], deadlineMs: 120_000, maxStdoutBytes: input.maxBytes });
-        const bytes = Number(/^(\d+)\s*$/m.exec(r.stderr)?.[1]);
-        if (r.exitCode !== 0 || !Number.isFinite(bytes)) {
-          throw ApplicationFailure.nonRetryable(`cannot take the diff (exit ${r.exitCode}): ${r.stderr.trim().slice(-1500)}`, 'RepositoryBroken');
-        }
-        return { diff: r.stdout.toString('utf8'), bytes, truncated: bytes > input.maxBytes };
-      } catch (err) {
-        if (isNoSuchContainer(err)) throw sandboxGone(input.containerId, err);
-        throw err;
+        return await extractDiff(input);
+      } finally {
+        repoDirs.delete(input.containerId);
+        await removeContainer(container(input.containerId));
       }
     },
 

@@ -54,11 +54,58 @@ printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n' > ${SEALED
 mkdir -p ${SEALED_GIT_DIR}/info
 printf '__pycache__/\\n*.py[co]\\n.pytest_cache/\\n*.egg-info/\\n' > ${SEALED_GIT_DIR}/info/exclude`;
 
+/** Where root leaves the sealed base commit's id for the agent's diff check to read (/run is
+ *  root's, mode 755: the agent reads it and cannot change it). */
+export const BASE_FILE = '/run/floe-base';
+
+/** root's copy of the agent's .git/config as the sandbox was made (the fast path's one-exec
+ *  diff takes it only while the agent's config is unchanged). */
+export const AGENT_CONFIG_COPY = '/grade/agent.config';
+
 /** Put the task's repository in place with a history of one fresh commit, hidden tests
  *  removed; returns the commit id. */
 export async function prepareRepository(docker: Docker, container: Docker.Container, task: Task): Promise<string> {
   await copyRepository(docker, container, task);
   return freshHistory(docker, container, task);
+}
+
+/** The fast path's preparation (SandboxPipeline 'fast'): the same result as copyRepository +
+ *  freshHistory in fewer round trips. The repository's tar goes into the exec's stdin and is
+ *  extracted by the agent, who then makes the fresh history in the same exec; root seals it in
+ *  a second (o.seal false, the grader: no seal, one exec). Returns the commit id. */
+export async function prepareRepositoryFast(docker: Docker, container: Docker.Container, task: Task, o: { seal: boolean }): Promise<string> {
+  const src = task.source;
+  const dir = repoDirOf(src);
+  const hidden = [...patchFiles(task.testPatch).filter((f) => f.isNew).map((f) => f.path), ...graderOnlyRepoFiles(task.layout)];
+  // directory sources: the host's tar (owned by the agent, no .git); images: /testbed from a
+  // stopped helper container, whose archive has the folder as its first component
+  const extract = src.kind === 'directory'
+    ? 'tar -x --no-same-owner -C "$1"'
+    : 'tar -x --no-same-owner -C "$1" --strip-components=1 --exclude=.git';
+  let helper: Docker.Container | null = null;
+  let stream: Readable;
+  let done: Promise<void> = Promise.resolve();
+  if (src.kind === 'directory') {
+    const tar = tarOfDirectory(src.path);
+    stream = tar.stream;
+    done = tar.done;
+  } else {
+    helper = await docker.createContainer({ Image: src.image, Entrypoint: ['true'], Cmd: [], Labels: { 'floe.sandbox': '1', 'floe.role': 'source', 'floe.created': String(unixNow()) }, HostConfig: { NetworkMode: 'none' } });
+    stream = (await helper.getArchive({ path: '/testbed' })) as unknown as Readable;
+  }
+  try {
+    const script = `set -e\n${extract}\n${FRESH_HISTORY.replace(/^set -e\n/, '')}`;
+    const [out] = await Promise.all([
+      runScript(docker, container, AGENT_USER, script, [dir, ...hidden], { stdin: stream, deadlineMs: 600_000, what: 'copying the repository and its fresh history' }),
+      done,
+    ]);
+    const sha = out.trim().split('\n').pop() ?? '';
+    heartbeat('repository copied');
+    if (o.seal) await runScript(docker, container, ROOT_USER, `${SEAL}\ncp "$1/.git/config" ${AGENT_CONFIG_COPY}\nprintf '%s\\n' "$2" > ${BASE_FILE}; chmod 644 ${BASE_FILE}`, [dir, sha], { what: 'sealing the base commit' });
+    return sha;
+  } finally {
+    if (helper) await removeContainer(helper);
+  }
 }
 
 /** Step 1: the repository's files, owned by the agent, where the task runs. */

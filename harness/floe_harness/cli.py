@@ -8,6 +8,11 @@ parse {"task": <floe Task>, "harness": name, "log": text}
 Which harness grades a task: R2E-Gym rows by R2E-Gym's rules; floe's toy suite by the pytest
 runner; SWE-bench-family rows by the swebench package when its tables cover the repository and
 version, else by the pytest runner. A failure is one line on stderr and exit 2.
+
+serve  one long-lived process for many requests (floe's grader keeps one per worker): one JSON
+      object a line on stdin, {"id": n, "cmd": "plan"|"parse"|"which", "req": {...}}; one line
+      on stdout per request, in order, {"id": n, "ok": true, "out": {...}} or
+      {"id": n, "ok": false, "error": "one line"}. It ends when stdin closes.
 """
 from __future__ import annotations
 
@@ -58,17 +63,45 @@ def parse(req: dict[str, Any]) -> dict[str, Any]:
     raise ValueError(f"unknown harness {h!r} (swebench, r2e-gym, pytest)")
 
 
+def answer(cmd: str, req: dict[str, Any]) -> Any:
+    if cmd == "which":
+        return {"harness": harness_for(req["task"])}
+    if cmd == "plan":
+        return plan(req)
+    if cmd == "parse":
+        return parse(req)
+    raise ValueError(f"unknown command {cmd!r} (plan, parse, which)")
+
+
+def serve(stdin: Any = None, stdout: Any = None) -> int:
+    """One request a line, one answer a line; a failed request is answered, never fatal."""
+    stdin = sys.stdin if stdin is None else stdin
+    stdout = sys.stdout if stdout is None else stdout
+    for line in stdin:
+        if not line.strip():
+            continue
+        rid: Any = None
+        try:
+            msg = json.loads(line)
+            rid = msg.get("id")
+            reply: dict[str, Any] = {"id": rid, "ok": True, "out": answer(msg["cmd"], msg["req"])}
+        except Exception as err:  # one line the TypeScript side shows as is
+            reply = {"id": rid, "ok": False, "error": f"floe_harness: {type(err).__name__}: {err}".replace("\n", " ")}
+        stdout.write(json.dumps(reply) + "\n")
+        stdout.flush()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args == ["serve"]:
+        return serve()
     if len(args) != 1 or args[0] not in ("plan", "parse", "which"):
-        print("usage: python -m floe_harness plan|parse|which < request.json", file=sys.stderr)
+        print("usage: python -m floe_harness plan|parse|which < request.json, or serve", file=sys.stderr)
         return 2
     try:
         req = json.load(sys.stdin)
-        if args[0] == "which":
-            out: Any = {"harness": harness_for(req["task"])}
-        else:
-            out = plan(req) if args[0] == "plan" else parse(req)
+        out: Any = answer(args[0], req)
     except Exception as err:  # one line the TypeScript side shows as is
         print(f"floe_harness {args[0]}: {type(err).__name__}: {err}", file=sys.stderr)
         return 2

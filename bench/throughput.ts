@@ -1,0 +1,317 @@
+/** Rollout throughput of the sandbox pipeline: today's path ('legacy') and the new one ('fast'),
+ *  side by side in one run, same tasks, same N, same concurrency.
+ *
+ *    flock /tmp/floe-vitest.lock npx tsx bench/throughput.ts [--n 48] [--concurrency 16] [--rounds 1] [--paths legacy,fast]
+ *
+ *  Real Temporal workflows (rollout → rewardGate), real podman sandboxes and graders, Postgres,
+ *  in-process workers of this process; the policy is a scripted engine double that replays each
+ *  toy task's gold trajectory (its bash calls, then submit), so every rollout runs real tool
+ *  calls, takes a real diff and is really graded while generation costs ~0: the benchmark
+ *  isolates the pipeline. Each path gets its own sandbox task queue (host `bench-legacy` /
+ *  `bench-fast`), served by a sandbox worker whose activities were built with that pipeline
+ *  (`SandboxOptions.pipeline`), and its rollouts run with `settings.pipeline` set to it (the
+ *  workflow side). Measured per path: rollouts per minute, the wall time of each activity
+ *  (and its scheduling latency: start minus scheduled time), container-engine API calls per
+ *  rollout by kind and their time, and CPU by process group (/proc, every second).
+ *  Writes bench/results/throughput.json. */
+import fs from 'node:fs';
+import path from 'node:path';
+import pg from 'pg';
+import { Context } from '@temporalio/activity';
+import { Worker } from '@temporalio/worker';
+import type Docker from 'dockerode';
+import { loadSettings, repoRoot } from '../infra/settings.js';
+import { dockerFromSettings } from '../infra/docker.js';
+import { sandboxImageTag } from '../infra/components/image.js';
+import { workerConnection, temporalClient } from '../workers/connect.js';
+import { workflowBundle } from '../workers/worker.js';
+import { controlActivities } from '../workers/activities.js';
+import { CONTROL_QUEUE, sandboxQueue } from '../core/taskQueues.js';
+import { parseRunConfig } from '../core/config.js';
+import { renderToolCall, type ToolCall } from '../core/tools.js';
+import { createSandboxActivities, workerIdentity, type SandboxPipeline } from '../activities/sandbox/index.js';
+import { createGradingActivities } from '../activities/grading.js';
+import { createTaskActivities } from '../activities/tasks.js';
+import { insertRun } from '../store/runs.js';
+import { closeDbPool } from '../store/pool.js';
+import { loadToySuite } from '../tasks/loaders.js';
+import type { RolloutInput, RolloutResult, RolloutSettings } from '../workflows/rollout.js';
+import { startScriptedEngine } from '../test/helpers/scriptedEngine.js';
+
+function arg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1] : fallback;
+}
+const N = Number(arg('n', '48'));
+const CONCURRENCY = Number(arg('concurrency', '16'));
+const ROUNDS = Number(arg('rounds', '1'));
+const PATHS = arg('paths', 'legacy,fast').split(',') as SandboxPipeline[];
+
+// ---------- measurement ----------
+
+interface Stat { n: number; totalMs: number }
+class Stats {
+  readonly m = new Map<string, Stat>();
+  add(key: string, ms: number): void {
+    const s = this.m.get(key) ?? { n: 0, totalMs: 0 };
+    s.n++;
+    s.totalMs += ms;
+    this.m.set(key, s);
+  }
+  perRollout(rollouts: number): Record<string, { calls: number; msEach: number; msPerRollout: number }> {
+    const out: Record<string, { calls: number; msEach: number; msPerRollout: number }> = {};
+    for (const [k, s] of [...this.m].sort((a, b) => b[1].totalMs - a[1].totalMs)) {
+      out[k] = { calls: round(s.n / rollouts, 2), msEach: round(s.totalMs / s.n, 1), msPerRollout: round(s.totalMs / rollouts, 1) };
+    }
+    return out;
+  }
+}
+const round = (x: number, d = 1) => Math.round(x * 10 ** d) / 10 ** d;
+
+/** The stats a path's activities and docker calls go to (the path being measured now). */
+let current: { activities: Stats; latency: Stats; docker: Stats } | null = null;
+
+/** Time every activity, and its scheduling latency (start minus this attempt's scheduled time). */
+function timed<T extends Record<string, unknown>>(acts: T): T {
+  const out: Record<string, unknown> = {};
+  for (const [name, f] of Object.entries(acts)) {
+    if (typeof f !== 'function') { out[name] = f; continue; }
+    out[name] = async (...a: unknown[]) => {
+      const t0 = Date.now();
+      const stats = current;
+      try {
+        const info = Context.current().info;
+        stats?.latency.add(name, Math.max(0, t0 - info.currentAttemptScheduledTimestampMs));
+      } catch { /* a local activity has no schedule-to-start of its own here */ }
+      try {
+        return await (f as (...x: unknown[]) => Promise<unknown>)(...a);
+      } finally {
+        stats?.activities.add(name, Date.now() - t0);
+      }
+    };
+  }
+  return out as T;
+}
+
+/** Count and time the container engine's API calls (each is one round trip to podman). */
+function countingDocker(docker: Docker): Docker {
+  const timeCall = (key: string, p: unknown): unknown => {
+    const t0 = Date.now();
+    const stats = current;
+    if (p && typeof (p as Promise<unknown>).then === 'function') {
+      return (p as Promise<unknown>).finally(() => stats?.docker.add(key, Date.now() - t0));
+    }
+    stats?.docker.add(key, 0);
+    return p;
+  };
+  const wrapExec = (e: Docker.Exec): Docker.Exec => new Proxy(e, {
+    get(t, prop, r) {
+      const v = Reflect.get(t, prop, r) as unknown;
+      if (prop === 'start' || prop === 'inspect') return (...a: unknown[]) => timeCall(`exec.${prop}`, (v as (...x: unknown[]) => unknown).apply(t, a));
+      return typeof v === 'function' ? (v as (...x: unknown[]) => unknown).bind(t) : v;
+    },
+  });
+  const wrapContainer = (c: Docker.Container): Docker.Container => new Proxy(c, {
+    get(t, prop, r) {
+      const v = Reflect.get(t, prop, r) as unknown;
+      if (prop === 'exec') {
+        return async (...a: unknown[]) => wrapExec(await (timeCall('exec.create', (v as (...x: unknown[]) => Promise<Docker.Exec>).apply(t, a)) as Promise<Docker.Exec>));
+      }
+      if (typeof prop === 'string' && ['start', 'remove', 'putArchive', 'getArchive', 'inspect', 'kill', 'wait'].includes(prop)) {
+        return (...a: unknown[]) => timeCall(`container.${prop}`, (v as (...x: unknown[]) => unknown).apply(t, a));
+      }
+      return typeof v === 'function' ? (v as (...x: unknown[]) => unknown).bind(t) : v;
+    },
+  });
+  return new Proxy(docker, {
+    get(t, prop, r) {
+      const v = Reflect.get(t, prop, r) as unknown;
+      if (prop === 'getContainer') return (id: string) => wrapContainer(t.getContainer(id));
+      if (prop === 'createContainer') {
+        return async (...a: unknown[]) => wrapContainer(await (timeCall('createContainer', (v as (...x: unknown[]) => Promise<Docker.Container>).apply(t, a)) as Promise<Docker.Container>));
+      }
+      return typeof v === 'function' ? (v as (...x: unknown[]) => unknown).bind(t) : v;
+    },
+  });
+}
+
+/** CPU by process group, from /proc every second (each live process's utime+stime; a process
+ *  born and gone between two samples is not seen: that share is `unattributed`, the machine's
+ *  busy time minus the groups' sum, with other work on the machine). */
+function cpuGroupOf(comm: string, pid: number): string {
+  if (pid === process.pid) return 'bench+workers (node, this process)';
+  if (/^(podman|conmon|runc|crun|catatonit|slirp4netns|fuse-overlayfs|aardvark|netavark)/.test(comm)) return 'podman/conmon/runc';
+  if (/^temporal/.test(comm)) return 'temporal';
+  if (/^postgres|^postmaster/.test(comm)) return 'postgres';
+  if (/^python|^pytest/.test(comm)) return 'python';
+  if (/^(bash|sh|git|timeout|cat|sleep|tar|patch|pgrep|wc|head|find|rm|cp|sed|grep|ls|chmod|mkdir|printf|tr)$/.test(comm)) return 'container payload (bash/git/…)';
+  if (/^node|^npm|^tsx|^esbuild/.test(comm)) return 'other node';
+  return 'other';
+}
+function readCpu(): Map<number, { group: string; comm: string; ticks: number }> {
+  const out = new Map<number, { group: string; comm: string; ticks: number }>();
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      // fields after comm: state=0 … utime=11 stime=12
+      const ticks = Number(f[11]) + Number(f[12]);
+      out.set(Number(d), { group: cpuGroupOf(comm, Number(d)), comm, ticks });
+    } catch { /* gone */ }
+  }
+  return out;
+}
+function totalBusyTicks(): number {
+  const l = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  return l[0] + l[1] + l[2] + l[5] + l[6] + l[7]; // user nice system irq softirq steal
+}
+function startCpuSampler(): { stop(): { byGroupCoreSeconds: Record<string, number>; topCommands: Record<string, number>; machineBusyCoreSeconds: number } } {
+  let prev = readCpu();
+  const acc = new Map<string, number>();
+  const byComm = new Map<string, number>();
+  const busy0 = totalBusyTicks();
+  const sample = () => {
+    const now = readCpu();
+    for (const [pid, p] of now) {
+      const before = prev.get(pid);
+      const d = p.ticks - (before?.ticks ?? 0);
+      // a new process: count all it used (it started after the last sample)
+      if (d > 0) {
+        acc.set(p.group, (acc.get(p.group) ?? 0) + d);
+        byComm.set(p.comm, (byComm.get(p.comm) ?? 0) + d);
+      }
+    }
+    prev = now;
+  };
+  const timer = setInterval(sample, 1000);
+  return {
+    stop() {
+      clearInterval(timer);
+      sample();
+      const byGroup: Record<string, number> = {};
+      for (const [g, t] of [...acc].sort((a, b) => b[1] - a[1])) byGroup[g] = round(t / 100, 1);
+      const busy = round((totalBusyTicks() - busy0) / 100, 1);
+      byGroup.unattributed = round(busy - Object.values(byGroup).reduce((a, x) => a + x, 0), 1);
+      const top: Record<string, number> = {};
+      for (const [c, t] of [...byComm].sort((a, b) => b[1] - a[1]).slice(0, 15)) top[c] = round(t / 100, 1);
+      return { byGroupCoreSeconds: byGroup, topCommands: top, machineBusyCoreSeconds: busy };
+    },
+  };
+}
+
+// ---------- the run ----------
+
+const s = loadSettings();
+const db = new pg.Pool({ connectionString: s.postgres.url, max: 2 });
+const runId = `bench-throughput-${process.pid}-${Date.now()}`;
+await insertRun(db, { runId, workflowId: runId, name: 'bench-throughput', config: parseRunConfig({ name: 'bench-throughput' }) });
+await createTaskActivities(db).loadTaskPool({ source: 'toy', include: [], limit: 0, excludeLooseTests: false, onBadRow: 'fail' });
+const tasks = loadToySuite({ onBadRow: 'fail' }).tasks.filter((t) => t.solution && t.solution.length > 0);
+
+const engine = await startScriptedEngine();
+const client = await temporalClient(s);
+const connection = await workerConnection(s);
+const docker = countingDocker(dockerFromSettings(s));
+const common = { connection, namespace: s.temporal.namespace };
+const workers: Worker[] = [
+  await Worker.create({ ...common, taskQueue: CONTROL_QUEUE, workflowBundle: await workflowBundle(), activities: timed(controlActivities(s)) }),
+];
+for (const pipeline of PATHS) {
+  const opts = { host: `bench-${pipeline}`, image: sandboxImageTag(s), workerId: workerIdentity(), harnessPython: s.harness.bin, pipeline };
+  workers.push(await Worker.create({ ...common, taskQueue: sandboxQueue(opts.host), activities: timed({ ...createSandboxActivities(docker, opts), ...createGradingActivities(docker, opts) }) }));
+}
+const running = Promise.all(workers.map((w) => w.run()));
+
+function rolloutSettings(pipeline: SandboxPipeline): RolloutSettings {
+  const c = parseRunConfig({});
+  return {
+    engines: [{ id: 'scripted', url: engine.url, node: 'local' }],
+    router: 'least-loaded',
+    sampling: { temperature: 1, topP: 1, maxTokensPerTurn: c.policy.maxTokensPerTurn },
+    budgets: { maxTurns: c.rollout.maxTurns, maxTotalTokens: 100_000, maxWallSeconds: 600 },
+    maxObservationChars: c.rollout.maxObservationChars,
+    sandbox: { ...c.sandbox, host: `bench-${pipeline}` },
+    maxDiffBytes: 64 * 1024,
+    pipeline,
+  };
+}
+
+let counter = 0;
+async function oneRollout(pipeline: SandboxPipeline, i: number): Promise<RolloutResult> {
+  const t = tasks[i % tasks.length];
+  const rolloutId = `${runId}-${pipeline}-${counter++}`;
+  engine.script(rolloutId, t.solution!.map((c) => ({ text: renderToolCall(c as ToolCall) })));
+  const input: RolloutInput = { runId, rolloutId, taskId: t.instanceId, groupId: `${runId}-${t.instanceId}`, attempt: 0, purpose: 'test', settings: rolloutSettings(pipeline) };
+  return client.workflow.execute('rollout', { taskQueue: CONTROL_QUEUE, workflowId: `floe-rollout-${rolloutId}`, args: [input] });
+}
+
+/** N rollouts with CONCURRENCY in flight (a new one starts as soon as one ends). */
+async function measure(pipeline: SandboxPipeline, n: number) {
+  current = { activities: new Stats(), latency: new Stats(), docker: new Stats() };
+  const cpu = startCpuSampler();
+  const started = Date.now();
+  const results: RolloutResult[] = [];
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(CONCURRENCY, n) }, async () => {
+    while (next < n) results.push(await oneRollout(pipeline, next++));
+  }));
+  const wallS = (Date.now() - started) / 1000;
+  const c = cpu.stop();
+  const m = current;
+  current = null;
+  const gates: Record<string, number> = {};
+  for (const r of results) gates[r.gate] = (gates[r.gate] ?? 0) + 1;
+  const turns = results.reduce((a, r) => a + r.nTurns, 0);
+  return {
+    pipeline, rollouts: n, concurrency: CONCURRENCY, wallSeconds: round(wallS, 1), rolloutsPerMinute: round((n / wallS) * 60, 1),
+    turnsPerRollout: round(turns / n, 2), gates, passed: results.filter((r) => r.reward === 1).length,
+    activityWallMsPerRollout: m.activities.perRollout(n),
+    activitySchedulingLatencyMs: m.latency.perRollout(n),
+    dockerApiCallsPerRollout: m.docker.perRollout(n),
+    cpu: { ...c, coreSecondsPerRollout: round(c.machineBusyCoreSeconds / n, 2) },
+  };
+}
+
+type Measured = Awaited<ReturnType<typeof measure>>;
+const measured: Measured[] = [];
+try {
+  // warm-up: image layers, the workflow bundle, the harness, both paths
+  for (const p of PATHS) await measure(p, Math.min(4, CONCURRENCY));
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const p of PATHS) {
+      const m = await measure(p, N);
+      process.stderr.write(`[bench] round ${r + 1} ${p}: ${m.rolloutsPerMinute} rollouts/min (${m.rollouts} in ${m.wallSeconds} s, passed ${m.passed}, ${m.cpu.coreSecondsPerRollout} core-s/rollout)\n`);
+      measured.push(m);
+    }
+  }
+} finally {
+  for (const w of workers) w.shutdown();
+  await running;
+  await engine.close();
+  await client.connection.close();
+  await db.end();
+  await closeDbPool();
+}
+
+const perPath = (p: SandboxPipeline) => {
+  const ms = measured.filter((m) => m.pipeline === p);
+  const rollouts = ms.reduce((a, m) => a + m.rollouts, 0);
+  const wall = ms.reduce((a, m) => a + m.wallSeconds, 0);
+  return { rollouts, wallSeconds: round(wall, 1), rolloutsPerMinute: round((rollouts / wall) * 60, 1) };
+};
+const summary = Object.fromEntries(PATHS.map((p) => [p, perPath(p)]));
+const ratio = PATHS.includes('legacy') && PATHS.includes('fast') ? round(summary.fast.rolloutsPerMinute / summary.legacy.rolloutsPerMinute, 2) : null;
+const out = {
+  when: new Date().toISOString(),
+  command: `npx tsx bench/throughput.ts ${process.argv.slice(2).join(' ')}`.trim(),
+  machine: { cpus: (await import('node:os')).cpus().length, note: 'shared with other work: CPU by group includes it ("other")' },
+  n: N, concurrency: CONCURRENCY, rounds: ROUNDS, tasks: tasks.length,
+  summary, speedup: ratio,
+  runs: measured,
+};
+const file = path.join(repoRoot, 'bench', 'results', 'throughput.json');
+fs.mkdirSync(path.dirname(file), { recursive: true });
+fs.writeFileSync(file, JSON.stringify(out, null, 2) + '\n');
+process.stderr.write(`[bench] ${JSON.stringify(summary)} speedup ${ratio}\n[bench] wrote ${path.relative(repoRoot, file)}\n`);
