@@ -129,17 +129,7 @@ async function gradePatchLegacy(docker: Docker, opts: GradingOptions, input: Gra
     const log = `${applyLog}\n${run.output}`;
     if (plan.harness === 'pytest' && run.exitCode === 11) return failed(`the test patch does not apply over the diff: ${run.output.trim().slice(-4000)}`, log);
     if (plan.harness === 'r2e-gym' && run.exitCode === 12) return failed(`the image lacks what R2E-Gym's test run needs: ${run.output.trim().slice(-2000)}`, log);
-    const verdict = await harness.parse({ task, harness: plan.harness, log: run.output });
-    const note = run.killedReason ? `\n[floe: tests killed: ${run.killedReason}${run.timedOut ? `, no result within ${timeoutSeconds} s` : ''}]` : '';
-    return {
-      passed: verdict.resolved && !run.timedOut,
-      harness: plan.harness,
-      tests: verdict.tests,
-      applyError: null,
-      timedOut: run.timedOut,
-      durationMs: Date.now() - started,
-      log: tailText(`${log}${note}`, LOG_CHARS),
-    };
+    return graded(harness.parse({ task, harness: plan.harness, log: run.output }), plan, run, log, timeoutSeconds, started);
   } finally {
     await removeContainer(c);
   }
@@ -225,20 +215,25 @@ exec bash ${STAGE}/eval.sh`;
     const log = `${applyLog}\n${output}`;
     if (plan.harness === 'pytest' && run.exitCode === 11) return failed(`the test patch does not apply over the diff: ${output.trim().slice(-4000)}`, log);
     if (plan.harness === 'r2e-gym' && run.exitCode === 12) return failed(`the image lacks what R2E-Gym's test run needs: ${output.trim().slice(-2000)}`, log);
-    const verdict = await harness.parse({ task, harness: plan.harness, log: output });
-    const note = run.killedReason ? `\n[floe: tests killed: ${run.killedReason}${run.timedOut ? `, no result within ${timeoutSeconds} s` : ''}]` : '';
-    return {
-      passed: verdict.resolved && !run.timedOut,
-      harness: plan.harness,
-      tests: verdict.tests,
-      applyError: null,
-      timedOut: run.timedOut,
-      durationMs: Date.now() - started,
-      log: tailText(`${log}${note}`, LOG_CHARS),
-    };
+    return graded(harness.parse({ task, harness: plan.harness, log: output }), plan, run, log, timeoutSeconds, started);
   } finally {
     await removeContainer(c);
   }
+}
+
+/** The grade of a test run that reached the harness's parser (both paths). */
+async function graded(parsed: Promise<{ resolved: boolean; tests: GradeResult['tests'] }>, plan: HarnessPlan, run: { timedOut: boolean; killedReason?: string | null }, log: string, timeoutSeconds: number, started: number): Promise<GradeResult> {
+  const verdict = await parsed;
+  const note = run.killedReason ? `\n[floe: tests killed: ${run.killedReason}${run.timedOut ? `, no result within ${timeoutSeconds} s` : ''}]` : '';
+  return {
+    passed: verdict.resolved && !run.timedOut,
+    harness: plan.harness,
+    tests: verdict.tests,
+    applyError: null,
+    timedOut: run.timedOut,
+    durationMs: Date.now() - started,
+    log: tailText(`${log}${note}`, LOG_CHARS),
+  };
 }
 
 /** What every harness script prints before its tests (pytest_runner, swebench's eval script). */

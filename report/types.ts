@@ -1,3 +1,4 @@
+import type { EvaluationSummaryRow } from '../store/timeline.js';
 /** The shape of a run report: everything the HTML page and `summary.json` show, computed
  *  once from Postgres so scripts and CI can check a run without scraping the page. */
 
@@ -103,16 +104,7 @@ export interface PoolRewardPoint {
 
 /** One frozen-weight evaluation (view v_evaluations): pass@1 and pass@k means over its tasks,
  *  and pass@1 over the tasks in the training pool. */
-export interface EvaluationSummary {
-  label: 'start' | 'end';
-  version: number;
-  k: number;
-  tasks: number;
-  poolTasks: number;
-  pass1: number | null;
-  passK: number | null;
-  poolPass1: number | null;
-}
+export type EvaluationSummary = Omit<EvaluationSummaryRow, 'failedAttempts'>;
 
 /** Where a train rollout's wall time goes (means over the run's finished train rollouts, in
  *  seconds), and the weight update's stages per update. Only what is measured: the rest of a

@@ -7,23 +7,13 @@ import {
 import { groupAdvantages } from '../core/advantages.js';
 import { retireDecisions } from '../core/eviction.js';
 import { staleness } from '../core/staleness.js';
+import { rng } from './helpers/rng.js';
 
 /** The training run's state machine (core/runLoop.ts), driven without Temporal by random
  *  event orders: rollouts finish in any order with any outcome, updates and evictions land
  *  whenever, and after every event the run's accounting must hold — every rollout started is
  *  in exactly one place, none is trained twice, nothing stale is trained, the window is
  *  respected, and the same events give the same state. */
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function configFor(rand: () => number): LoopConfig {
   const G = 2 + Math.floor(rand() * 3);

@@ -19,6 +19,7 @@ import {
   renderToolCall,
   validateAgainstRegistry,
 } from '../core/tools.js';
+import { rng } from './helpers/rng.js';
 
 const reasons = FORMAT_REASONS.map((r) => r.reason) as [FormatReason, ...FormatReason[]];
 
@@ -41,18 +42,6 @@ const corpus: Entry[] = z.array(Entry).parse(JSON.parse(readFileSync(corpusUrl, 
 function check(e: Entry) {
   const { id: _id, note: _note, expect: _expect, ...raw } = e;
   return checkRawOutput(raw);
-}
-
-/** Deterministic PRNG (mulberry32) so failures reproduce. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 describe('corpus', () => {

@@ -1,25 +1,11 @@
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import type { LoopRunState, LoopStatus } from '../core/runLoop.js';
 
 /** Every message floe's workflows accept, in one place, shared by workflows and clients. */
 
-export type RunState = 'running' | 'paused' | 'stopping' | 'stopped' | 'completed' | 'failed';
-
-export interface RunStatus {
-  runId: string;
-  name: string;
-  state: RunState;
-  policyVersion: number;
-  updatesDone: number;
-  updatesTarget: number;
-  rolloutsFinished: number;
-  rolloutsInFlight: number;
-  discardedStale: number;
-  lastMeanReward: number | null;
-  pool: { active: number; retiredMastered: number; retiredHopeless: number; revived: number };
-  continuedAsNew: number;
-  /** Frozen-weight evaluations so far (absent in runs recorded before them). */
-  evaluations?: { label: 'start' | 'end'; version: number; k: number; tasks: number; pass1: number | null; passK: number | null; pool: number }[];
-}
+/** The run's status as the state machine keeps it (core/runLoop.ts). */
+export type RunState = LoopRunState;
+export type RunStatus = LoopStatus;
 
 export const pauseRun = defineUpdate<RunStatus>('pause');
 export const resumeRun = defineUpdate<RunStatus>('resume');
