@@ -84,15 +84,7 @@ async function gradePatchLegacy(docker: Docker, opts: GradingOptions, input: Gra
     ...task.failToPass.map((id) => ({ id, group: 'FAIL_TO_PASS' as const, outcome: 'missing' as const })),
     ...task.passToPass.map((id) => ({ id, group: 'PASS_TO_PASS' as const, outcome: 'missing' as const })),
   ];
-  const c = await startLockedContainer(docker, {
-    image: imageFor(task, opts.image),
-    limits,
-    repoDir,
-    labels: {
-      'floe.sandbox': '1', 'floe.role': 'grader', 'floe.task': task.instanceId, 'floe.host': opts.host,
-      'floe.worker': opts.workerId, 'floe.created': String(unixNow()), ...input.labels,
-    },
-  });
+  const c = await startGrader(docker, opts, input, limits, repoDir);
   try {
     await copyRepository(docker, c, task);
     // R2E-Gym: the image's run_tests.sh, read before the fresh history removes it from the
@@ -178,16 +170,7 @@ exec bash ${STAGE}/eval.sh`;
   const planFor = (baseCommit: string) => harness.plan({ task, baseCommit, repoDir, stageDir: STAGE });
   const prepared = await preparedRepository(task);
   const early = prepared ? await planFor(prepared.baseCommit) : null;
-  const c = await startLockedContainer(docker, {
-    image: imageFor(task, opts.image),
-    limits,
-    repoDir,
-    labels: {
-      'floe.sandbox': '1', 'floe.role': 'grader', 'floe.task': task.instanceId, 'floe.host': opts.host,
-      'floe.worker': opts.workerId, 'floe.created': String(unixNow()), ...input.labels,
-    },
-    ...(prepared && early ? { content: { '/work': prepared.work, '/tmp': stage(early) } } : {}),
-  });
+  const c = await startGrader(docker, opts, input, limits, repoDir, prepared && early ? { '/work': prepared.work, '/tmp': stage(early) } : undefined);
   try {
     let plan = early;
     if (!plan) {
@@ -219,6 +202,21 @@ exec bash ${STAGE}/eval.sh`;
   } finally {
     await removeContainer(c);
   }
+}
+
+/** A fresh, locked grader container of the task's image, labelled for the reaper (both paths;
+ *  `content`: archives put in with the mount roots). */
+function startGrader(docker: Docker, opts: GradingOptions, input: GradePatchInput, limits: SandboxLimits, repoDir: string, content?: Record<string, Buffer>) {
+  return startLockedContainer(docker, {
+    image: imageFor(input.task, opts.image),
+    limits,
+    repoDir,
+    labels: {
+      'floe.sandbox': '1', 'floe.role': 'grader', 'floe.task': input.task.instanceId, 'floe.host': opts.host,
+      'floe.worker': opts.workerId, 'floe.created': String(unixNow()), ...input.labels,
+    },
+    ...(content ? { content } : {}),
+  });
 }
 
 /** The grade of a test run that reached the harness's parser (both paths). */

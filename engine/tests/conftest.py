@@ -154,3 +154,22 @@ def bpe_dir(tmp_path_factory):
     """Path of a small BPE tokenizer folder (~1.2k ids; specials 0..2, <|im_end|> = 2 is the EOS)."""
     pytest.importorskip("tokenizers")
     return build_bpe_tokenizer(str(tmp_path_factory.mktemp("tok") / "mini-bpe"))
+
+
+def span_update(eng, ckpt_dir, body, keep_cache=False):
+    """Run a long request; after >= 25 tokens, pause, load v1 (keeping the caches when asked),
+    resume. Returns the /update_weights answer and the request's choice."""
+    import threading
+    out = {}
+    t = threading.Thread(target=lambda: out.update(eng.post("/v1/completions", body)))
+    base = eng.metric("floe_engine_generation_tokens_total")
+    t.start()
+    wait_for(lambda: eng.metric("floe_engine_generation_tokens_total") - base >= 25, interval=0.001)
+    eng.post("/pause")
+    req = {"path": str(ckpt_dir / "pub" / "v1"), "version": 1}
+    if keep_cache:
+        req["keep_cache"] = True
+    r = eng.post("/update_weights", req)
+    eng.post("/resume")
+    t.join(timeout=60)
+    return r, out["choices"][0]

@@ -2,33 +2,15 @@
 caches. A request spanning such an update goes on from the K/V its old-weight tokens left
 (nothing is rebuilt), so its later tokens differ from what the same request gets when the
 caches are rebuilt (tests/test_weight_updates.py); the default still rebuilds."""
-import threading
-
-from conftest import wait_for
+from conftest import span_update
 
 PROMPT = "Issue: tests fail in parser.py when the input is empty. Fix the bug.\n"
-
-
-def _span_update(eng, ckpt_dir, body, keep):
-    out = {}
-    t = threading.Thread(target=lambda: out.update(eng.post("/v1/completions", body)))
-    base = eng.metric("floe_engine_generation_tokens_total")
-    t.start()
-    wait_for(lambda: eng.metric("floe_engine_generation_tokens_total") - base >= 25, interval=0.001)
-    eng.post("/pause")
-    req = {"path": str(ckpt_dir / "pub" / "v1"), "version": 1}
-    if keep:
-        req["keep_cache"] = True
-    r = eng.post("/update_weights", req)
-    eng.post("/resume")
-    t.join(timeout=60)
-    return r, out["choices"][0]
 
 
 def test_keep_cache_swaps_weights_without_rebuilding(start_server, ckpt_dir):
     eng = start_server("floe_engine.inference_server", "--checkpoint", ckpt_dir / "pub" / "v0")
     body = {"prompt": PROMPT, "max_tokens": 400, "seed": 5, "ignore_eos": True}
-    r, kept = _span_update(eng, ckpt_dir, body, keep=True)
+    r, kept = span_update(eng, ckpt_dir, body, keep_cache=True)
     assert r["ok"] and r["version"] == 1 and r["kept_cache"] is True and r["rebuilt_sequences"] == 0
     assert eng.get("/health")["version"] == 1
     versions = kept["weight_versions"]
@@ -37,7 +19,7 @@ def test_keep_cache_swaps_weights_without_rebuilding(start_server, ckpt_dir):
     assert versions == [0] * k + [1] * (400 - k)
     # an update without keep_cache still rebuilds the running sequence
     eng2 = start_server("floe_engine.inference_server", "--checkpoint", ckpt_dir / "pub" / "v0")
-    r2, _ = _span_update(eng2, ckpt_dir, body, keep=False)
+    r2, _ = span_update(eng2, ckpt_dir, body)
     assert r2["rebuilt_sequences"] == 1 and r2["kept_cache"] is False
 
 

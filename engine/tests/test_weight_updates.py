@@ -1,10 +1,9 @@
 """Weight updates: outputs change, and a request spanning an update switches
 to the new weights for every token after it (caches rebuilt)."""
-import threading
 
 import torch
 
-from conftest import wait_for
+from conftest import span_update
 from floe_engine.logprobs import logprobs
 from floe_engine.policy import build_policy
 from floe_engine.sft import greedy
@@ -31,18 +30,10 @@ def test_outputs_change_after_each_of_two_updates(start_server, ckpt_dir):
 
 
 def _span_update(eng, ckpt_dir, body):
-    """Run a long request; after >= 25 tokens, pause, load v1, resume. Returns the choice."""
-    out = {}
-    t = threading.Thread(target=lambda: out.update(eng.post("/v1/completions", body)))
-    base = eng.metric("floe_engine_generation_tokens_total")
-    t.start()
-    wait_for(lambda: eng.metric("floe_engine_generation_tokens_total") - base >= 25, interval=0.001)
-    eng.post("/pause")
-    r = eng.post("/update_weights", {"path": str(ckpt_dir / "pub" / "v1"), "version": 1})
+    """A request spanning a load of v1 (conftest.span_update); the running sequence is rebuilt."""
+    r, choice = span_update(eng, ckpt_dir, body)
     assert r["rebuilt_sequences"] == 1
-    eng.post("/resume")
-    t.join(timeout=60)
-    return out["choices"][0]
+    return choice
 
 
 def test_request_spanning_an_update_switches_weights(start_server, ckpt_dir):
