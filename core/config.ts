@@ -69,6 +69,10 @@ export const RunConfigSchema = z.strictObject({
     url: z.string().default(''),
     node: z.string().min(1).default('local'),
     lr: z.number().positive().max(1).default(3e-4),
+    /** The lr over the run (core/lrSchedule.ts): constant, or decaying from `lr` at the first
+     *  update to `lr × lrFinal` at the last (training.updates), linearly or on a half cosine. */
+    lrSchedule: z.enum(['constant', 'linear', 'cosine']).default('constant'),
+    lrFinal: fraction.default(0.1),
     clipLow: fraction.default(0.2),
     clipHigh: z.number().min(0).max(10).default(0.28),
     /** group: reward − group mean; group-std: also ÷ group std; reward: the reward itself (learn

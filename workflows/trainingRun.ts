@@ -3,6 +3,7 @@ import {
   upsertSearchAttributes, workflowInfo, ParentClosePolicy,
 } from '@temporalio/workflow';
 import type { RunConfig } from '../core/config.js';
+import { lrAt } from '../core/lrSchedule.js';
 import { renderSpec } from '../core/renderSpec.js';
 import {
   carried, chooseBatch, discardStale, evictionLanded, loopGoesOn, newInFlight, newLoopState, noteHistoryLength, planGroups,
@@ -182,7 +183,7 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
       workflowId: `${workflowInfo().workflowId}-update-v${plan.version}`,
       taskQueue: CONTROL_QUEUE,
       // negative advantages are already scaled (core/advantages.ts): the trainer takes them as given
-      args: [{ runId, version: plan.version, trainer: { url: config.trainer.url, node: config.trainer.node }, engines: settings.engines, advantages: plan.advantages, config: { lr: config.trainer.lr, clipLow: config.trainer.clipLow, clipHigh: config.trainer.clipHigh, epochs: config.trainer.epochs, minibatches: config.trainer.minibatches }, ...(config.recipe?.cacheRebuild === false ? { cacheRebuild: false } : {}) }],
+      args: [{ runId, version: plan.version, trainer: { url: config.trainer.url, node: config.trainer.node }, engines: settings.engines, advantages: plan.advantages, config: { lr: lrAt(config.trainer, plan.version, config.training.updates), clipLow: config.trainer.clipLow, clipHigh: config.trainer.clipHigh, epochs: config.trainer.epochs, minibatches: config.trainer.minibatches }, ...(config.recipe?.cacheRebuild === false ? { cacheRebuild: false } : {}) }],
     }).then((h) => h.result());
     updating.then((r) => { updateDone = r; }, (err: unknown) => { failure = err; });
   }

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import sys
@@ -135,6 +136,17 @@ def rollouts(policy, trajs: List[List[Turn]], task_ids: List[int], G: int, a) ->
 
 
 
+def proxy_lr(a, update: int) -> float:
+    """The offline proxy's stand-in for core/lrSchedule.ts (the workflow sends each train step its
+    lr): constant, or from --lr at update 1 down to --lr × --lr-final at the last, linearly or on a
+    half cosine."""
+    if a.lr_schedule == "constant" or a.updates <= 1:
+        return a.lr
+    t = (update - 1) / (a.updates - 1)
+    f = 1 - t if a.lr_schedule == "linear" else 0.5 * (1 + math.cos(math.pi * t))
+    return a.lr * (a.lr_final + (1 - a.lr_final) * f)
+
+
 def proxy_advantages(samples, mode, negative_scale, eps=1e-6):
     """The offline proxy's stand-in for floe's core/advantages.ts (the trainer takes advantages as
     given; the real pipeline computes them only there). Same rule: group-relative (÷ std for
@@ -164,6 +176,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--max-tokens", type=int, default=120)
     ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--lr-schedule", default="constant", choices=["constant", "linear", "cosine"],
+                    help="the learning rate over the updates, as core/lrSchedule.ts computes it")
+    ap.add_argument("--lr-final", type=float, default=0.1, help="the last update's lr as a fraction of --lr")
     ap.add_argument("--betas", default="0.9,0.99")
     ap.add_argument("--eps", type=float, default=1e-8)
     ap.add_argument("--optimizer", default="adamw", choices=["adamw", "sgd"])
@@ -201,6 +216,7 @@ def main(argv=None) -> dict:
         cursor += a.groups
         samples, rewards = rollouts(gen_pol, trajs, task_ids, a.group_size, a)
         r = sum(rewards) / len(rewards)
+        cfg["lr"] = proxy_lr(a, u)
         res = trainer.train_step(proxy_advantages(samples, a.advantage, a.negative_scale), cfg)
         versions.append({k: v.clone() for k, v in train_pol.state_dict().items()})
         m = res["metrics"]
@@ -211,8 +227,14 @@ def main(argv=None) -> dict:
     n = len(curve)
     peak = max(curve)
     tail = curve[n - max(1, n // 5):]
+    # the hold rule as core/stress.ts checks it: the 3-update average (shorter at the start) over
+    # the last third (rounded up) never more than 0.05 below its peak
+    avg3 = [sum(curve[max(0, i - 2):i + 1]) / len(curve[max(0, i - 2):i + 1]) for i in range(n)]
+    third = avg3[n - max(1, math.ceil(n / 3)):]
     out = {"label": a.label, "args": {k: v for k, v in vars(a).items() if k != "rng"}, "curve": curve,
            "rows": rows, "peak": peak, "last_fifth_min": min(tail), "last_fifth_mean": sum(tail) / len(tail),
+           "last_third_mean": sum(curve[n - max(1, math.ceil(n / 3)):]) / max(1, math.ceil(n / 3)),
+           "hold_drop": round(max(avg3) - min(third), 4), "holds": max(avg3) - min(third) <= 0.05 + 1e-9,
            "seconds": round(time.perf_counter() - t0, 1)}
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
