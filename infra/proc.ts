@@ -52,7 +52,9 @@ export function startDaemon(opts: { name: string; cmd: string; args: string[]; l
     detached: true,
     stdio: ['ignore', out, out],
     env: opts.env ?? process.env,
-    cwd: opts.cwd,
+    // a daemon outlives its starter, whose working directory may go (a removed clone or
+    // worktree: podman's conmon then fails every exec): it runs in its pid file's folder
+    cwd: opts.cwd ?? path.dirname(opts.pidFile),
     uid: opts.uid,
     gid: opts.gid,
   });
