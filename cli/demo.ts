@@ -15,6 +15,7 @@ import { serverRecord, startEmbeddedGpu, stopLeftoverServers, type EmbeddedGpu, 
 import { dbPool, closeDbPool } from '../store/pool.js';
 import { listPolicyVersions } from '../store/batches.js';
 import { markEngineUnknown } from '../store/engines.js';
+import { getRun, setRunStatus } from '../store/runs.js';
 import { writeReport } from '../report/write.js';
 import { stressVerdict } from '../core/stress.js';
 import { poolPass } from '../core/passAtK.js';
@@ -190,7 +191,9 @@ const portOf = (url: string): number => Number(new URL(url).port);
  *  toy tasks, embedded engines and trainer on this machine's CPU, all workers in this
  *  process, one asynchronous training run; progress on the terminal, a report at the end.
  *  A demo that was killed is resumed by the next one (see the top of this file). */
-export async function runDemo(s: Settings, base: RunConfig, opts: { label?: string } = {}): Promise<{ runId: string; dir: string; ok: boolean }> {
+/** `startedAtMs`: where the run's minutes start (default: this process's start; `floe stress`
+ *  gives each layer its own start). */
+export async function runDemo(s: Settings, base: RunConfig, opts: { label?: string; startedAtMs?: number } = {}): Promise<{ runId: string; dir: string; ok: boolean }> {
   const say = (m: string) => process.stdout.write(`${m}\n`);
   const hash = configHash(base);
   const client = await temporalClient(s);
@@ -201,6 +204,7 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
   let dir = '';
   let ok = false;
   let hosting = false; // this process drives the run: its end (Ctrl-C, an error) ends the run
+  let interrupt: (() => void) | null = null;
   try {
     const prior = await findRunToResume(client, base, hash);
     let df: DemoFile;
@@ -260,8 +264,20 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
 
     workers = await startWorkers(s, ROLES);
     hosting = true;
-    const interrupt = () => { say('\ninterrupted: ending the run and stopping the engines…'); void client.workflow.getHandle(runWorkflowId(runId)).terminate('interrupted (Ctrl-C)').catch(() => undefined); };
-    process.once('SIGINT', interrupt);
+    // A terminal's Ctrl-C reaches the whole process group, and tsx relays it to this process
+    // too: the second copy, within a second, must not kill the ending half-way (the run's row,
+    // the engines and the trainer would be left as they are). A later Ctrl-C forces the exit.
+    let interruptedAt = 0;
+    interrupt = () => {
+      if (interruptedAt) {
+        if (Date.now() - interruptedAt < 1000) return;
+        say('\ninterrupted again: exiting now'); process.exit(130);
+      }
+      interruptedAt = Date.now();
+      say('\ninterrupted: ending the run and stopping the engines…');
+      void client.workflow.getHandle(runWorkflowId(runId)).terminate('interrupted (Ctrl-C)').catch(() => undefined);
+    };
+    process.on('SIGINT', interrupt);
     if (!prior) await startRun(client, df.config, { runId });
     say(`run ${runId}\n  Web UI  ${webUiLink(s, runWorkflowId(runId))}\n  folder  ${path.relative(process.cwd(), dir)}`);
     const started = Date.parse(df.startedAt);
@@ -288,8 +304,8 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
     const evals = await listEvaluations(db, runId);
     const poolPass1 = (label: 'start' | 'end') => poolPass(evals.filter((e) => e.label === label && e.inPool)).pass1;
     // minutes of this process (the one-time bootstrap before it is not counted; a resumed run
-    // counts only the demo that finished it: `resumes` says so)
-    const minutes = process.uptime() / 60;
+    // counts only the demo that finished it: `resumes` says so), or of this stress layer
+    const minutes = opts.startedAtMs === undefined ? process.uptime() / 60 : (Date.now() - opts.startedAtMs) / 60000;
     const verdict = stressVerdict({ rewards: summary.updates.map((u) => u.meanReward ?? 0), startPass1: poolPass1('start'), endPass1: poolPass1('end'), epochs: summary.epochs ?? 0, minutes });
     fs.writeFileSync(path.join(dir, 'stress.json'), `${JSON.stringify({ runId, label: opts.label ?? null, ...verdict, resumes: df.resumes, minutes, startPass1: poolPass1('start'), endPass1: poolPass1('end'), epochs: summary.epochs ?? null }, null, 2)}\n`);
     ok = verdict.pass;
@@ -306,12 +322,18 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
         if ((await handle.describe().catch(() => null))?.status.name === 'RUNNING') {
           await handle.terminate('the demo process that hosted its engines ended').catch(() => undefined);
         }
+        // a terminated workflow writes nothing more: its runs row says so here, not 'running'
+        if ((await handle.describe().catch(() => null))?.status.name === 'TERMINATED') {
+          const row = await getRun(db, runId).catch(() => null);
+          if (row && !['stopped', 'completed', 'failed'].includes(row.status)) await setRunStatus(db, { runId, status: 'stopped' }).catch(() => undefined);
+        }
       }
       await client.connection.close().catch(() => undefined);
       await workers?.shutdown().catch(() => undefined);
     } finally {
       await gpu?.stop();
       await closeDbPool();
+      if (interrupt) process.off('SIGINT', interrupt);
     }
   }
   return { runId, dir, ok };

@@ -120,7 +120,7 @@ export async function runStress(s: Settings, opts: { base: RunConfig; configFile
     say(`\n=== layer ${i + 1}/${opts.layers.length}: ${layer} (run name ${cfg.name}; rewardGate ${cfg.recipe.rewardGate}, explicitSubmit ${cfg.recipe.explicitSubmit}, rawFormatCheck ${cfg.recipe.rawFormatCheck}, cacheRebuild ${cfg.recipe.cacheRebuild}, router ${cfg.engines.router})${pin ? `; pinned to ${pin.pool.length} pool tasks and ${path.relative(repoRoot, pin.checkpoint)}` : ''}`);
     const t0 = Date.now();
     try {
-      const r = await runDemo(s, cfg, { label: layer });
+      const r = await runDemo(s, cfg, { label: layer, startedAtMs: t0 });
       runs.push({ label: layer, runId: r.runId, dir: r.dir, ok: r.ok, minutes: (Date.now() - t0) / 60000 });
     } catch (err) {
       failure = err;
