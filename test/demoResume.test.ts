@@ -60,7 +60,7 @@ const testRunIds: string[] = [];
 async function cleanUp(runId: string): Promise<void> {
   const client = await temporalClient(settings);
   try {
-    for await (const wf of client.workflow.list({ query: `FloeRunId = '${runId}' AND ExecutionStatus = 'Running'` }) as AsyncIterable<WorkflowExecutionInfo>) {
+    for await (const wf of client.workflow.list({ query: `WorkflowId STARTS_WITH '${runWorkflowId(runId)}' AND ExecutionStatus = 'Running'` }) as AsyncIterable<WorkflowExecutionInfo>) {
       await client.workflow.getHandle(wf.workflowId, wf.runId).terminate('demoResume.test cleanup').catch(() => undefined);
     }
   } finally {
@@ -160,7 +160,7 @@ describe('floe demo, killed and run again', () => {
     expect(left.map((c) => c.Labels)).toEqual([]);
   }, 600_000);
 
-  it('Ctrl-C ends the run it hosts: the workflow terminated, its runs row stopped, its engines and trainer gone', async () => {
+  it('Ctrl-C ends the run it hosts: the workflow and its rollouts terminated, its runs row stopped, its engines, trainer and containers gone', async () => {
     const demo = startDemo('interrupted');
     demos.push(demo);
     const runId = await until('the run to start', demo, 240_000, () => /^run (\S+)$/m.exec(text(demo))?.[1]);
@@ -177,11 +177,18 @@ describe('floe demo, killed and run again', () => {
     const client = await temporalClient(settings);
     try {
       expect((await client.workflow.getHandle(runWorkflowId(runId)).describe()).status.name).toBe('TERMINATED');
+      // its abandoned rollouts ended with it (else the next worker on the control queue drives
+      // them against engines that are gone: the suite's later files hung on exactly that)
+      const open: string[] = [];
+      for await (const wf of client.workflow.list({ query: `WorkflowId STARTS_WITH '${runWorkflowId(runId)}' AND ExecutionStatus = 'Running'` }) as AsyncIterable<WorkflowExecutionInfo>) open.push(wf.workflowId);
+      expect(open).toEqual([]);
     } finally {
       await client.connection.close();
     }
     const row = await db.query<{ status: string; ended: boolean }>('select status, ended_at is not null as ended from runs where run_id = $1', [runId]);
     expect(row.rows).toEqual([{ status: 'stopped', ended: true }]);
     expect(servers.filter(isServerProcess)).toEqual([]);
+    const left = await dockerFromSettings(settings).listContainers({ all: true, filters: { label: [`floe.run=${runId}`] } });
+    expect(left.map((c) => c.Labels)).toEqual([]);
   }, 600_000);
 });
