@@ -6,7 +6,6 @@ import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import type { RunConfig } from '../core/config.js';
 import type { Settings } from '../infra/settings.js';
 import { repoRoot } from '../infra/settings.js';
-import { dockerFromSettings } from '../infra/docker.js';
 import { ROLES, startWorkers } from '../workers/worker.js';
 import { temporalClient } from '../workers/connect.js';
 import { getRunStatus, newRunId, startRun, webUiLink, runWorkflowId } from '../client/runs.js';
@@ -167,33 +166,22 @@ async function failOrphanedActivities(client: Client, runId: string, deadPid: nu
  *  their own: trainingRun's parent-close policy). They need this process's engines and
  *  sandboxes to finish, so the demo waits for every workflow of the run to close before it
  *  stops them (at most `ms`; the ones still open then are terminated, and named). */
-async function drainRun(client: Client, runId: string, say: (m: string) => void, ms: number, reason = 'its run completed and the demo hosting its engines is ending'): Promise<void> {
+async function drainRun(client: Client, runId: string, say: (m: string) => void, ms: number): Promise<void> {
   const open = async () => {
     const out: WorkflowExecutionInfo[] = [];
-    // by id, not FloeRunId: a rollout whose first task never ran has not set its search attributes
-    for await (const wf of client.workflow.list({ query: `WorkflowId STARTS_WITH '${runWorkflowId(runId)}-' AND ExecutionStatus = 'Running'` }) as AsyncIterable<WorkflowExecutionInfo>) out.push(wf);
+    for await (const wf of client.workflow.list({ query: `FloeRunId = '${runId}' AND ExecutionStatus = 'Running'` }) as AsyncIterable<WorkflowExecutionInfo>) out.push(wf);
     return out;
   };
   const deadline = Date.now() + ms;
   let left = await open();
-  if (left.length && ms > 0) say(`  waiting for ${left.length} rollout workflow(s) the run abandoned in flight to finish…`);
+  if (left.length) say(`  waiting for ${left.length} rollout workflow(s) the run abandoned in flight to finish…`);
   while (left.length && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 2000));
     left = await open();
   }
-  if (ms === 0 && left.length) say(`  ${left.length} workflow(s) of the run still open: terminated`);
   for (const wf of left) {
-    if (ms > 0) say(`  ${wf.workflowId} did not finish within ${ms / 1000} s: terminated`);
-    await client.workflow.getHandle(wf.workflowId, wf.runId).terminate(reason).catch(() => undefined);
-  }
-}
-
-/** The sandbox and grader containers of a run (label floe.run), removed: a terminated
- *  rollout runs none of its own clean-up. */
-async function removeRunContainers(s: Settings, runId: string): Promise<void> {
-  const docker = dockerFromSettings(s);
-  for (const c of await docker.listContainers({ all: true, filters: { label: [`floe.run=${runId}`] } })) {
-    await docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined);
+    say(`  ${wf.workflowId} did not finish within ${ms / 1000} s: terminated`);
+    await client.workflow.getHandle(wf.workflowId, wf.runId).terminate('its run completed and the demo hosting its engines is ending').catch(() => undefined);
   }
 }
 
@@ -217,7 +205,6 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
   let ok = false;
   let hosting = false; // this process drives the run: its end (Ctrl-C, an error) ends the run
   let interrupt: (() => void) | null = null;
-  let ended = false; // the run was ended before it completed (Ctrl-C, an error)
   try {
     const prior = await findRunToResume(client, base, hash);
     let df: DemoFile;
@@ -335,22 +322,14 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
         if ((await handle.describe().catch(() => null))?.status.name === 'RUNNING') {
           await handle.terminate('the demo process that hosted its engines ended').catch(() => undefined);
         }
-        // An ended run's rollouts were abandoned in flight (trainingRun's parent-close policy):
-        // left open, any later worker on the control queue would drive them against engines
-        // that are gone. They end with it, and its runs row says so (a terminated workflow
-        // writes nothing more), and its containers go once the workers have stopped.
-        const final = (await handle.describe().catch(() => null))?.status.name;
-        if (final !== undefined && final !== 'RUNNING' && final !== 'COMPLETED') {
-          ended = true;
-          await drainRun(client, runId, say, 0, `its run ended ${final.toLowerCase()} (Ctrl-C, or an error of the demo hosting it)`).catch(() => undefined);
+        // a terminated workflow writes nothing more: its runs row says so here, not 'running'
+        if ((await handle.describe().catch(() => null))?.status.name === 'TERMINATED') {
           const row = await getRun(db, runId).catch(() => null);
-          const status = final === 'FAILED' || final === 'TIMED_OUT' ? 'failed' : 'stopped';
-          if (row && !['stopped', 'completed', 'failed'].includes(row.status)) await setRunStatus(db, { runId, status }).catch(() => undefined);
+          if (row && !['stopped', 'completed', 'failed'].includes(row.status)) await setRunStatus(db, { runId, status: 'stopped' }).catch(() => undefined);
         }
       }
       await client.connection.close().catch(() => undefined);
       await workers?.shutdown().catch(() => undefined);
-      if (ended) await removeRunContainers(s, runId).catch(() => undefined);
     } finally {
       await gpu?.stop();
       await closeDbPool();
