@@ -6,6 +6,7 @@ import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import type { RunConfig } from '../core/config.js';
 import type { Settings } from '../infra/settings.js';
 import { repoRoot } from '../infra/settings.js';
+import { dockerFromSettings } from '../infra/docker.js';
 import { ROLES, startWorkers } from '../workers/worker.js';
 import { temporalClient } from '../workers/connect.js';
 import { getRunStatus, newRunId, startRun, webUiLink, runWorkflowId } from '../client/runs.js';
@@ -185,6 +186,38 @@ async function drainRun(client: Client, runId: string, say: (m: string) => void,
   }
 }
 
+/** Does `p` settle within `ms`? (It is not cancelled when it does not.) */
+async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((r) => { timer = setTimeout(() => r(false), ms); });
+  try {
+    return await Promise.race([p.then(() => true, () => true), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Terminate every open workflow of a run (its train rollouts carry FloeRunId from their start;
+ *  their reward gates end with them: parent-close policy TERMINATE). Returns how many. */
+async function terminateOpenWorkflows(client: Client, runId: string, reason: string): Promise<number> {
+  let n = 0;
+  for await (const wf of client.workflow.list({ query: `FloeRunId = '${runId}' AND ExecutionStatus = 'Running'` }) as AsyncIterable<WorkflowExecutionInfo>) {
+    await client.workflow.getHandle(wf.workflowId, wf.runId).terminate(reason).then(() => { n++; }, () => undefined);
+  }
+  return n;
+}
+
+/** The sandbox and grader containers of a run (label floe.run), removed: a terminated
+ *  rollout runs none of its own clean-up. Returns how many. */
+async function removeRunContainers(s: Settings, runId: string): Promise<number> {
+  const docker = dockerFromSettings(s);
+  let n = 0;
+  for (const c of await docker.listContainers({ all: true, filters: { label: [`floe.run=${runId}`] } })) {
+    await docker.getContainer(c.Id).remove({ force: true }).then(() => { n++; }, () => undefined);
+  }
+  return n;
+}
+
 const portOf = (url: string): number => Number(new URL(url).port);
 
 /** The main job on the embedded default: the stress test. Warm-started tiny policy, a pool of
@@ -317,19 +350,33 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
       // Ctrl-C or an error of this process ends the run it hosts (its history stays in
       // Temporal): a run left running would be driven by any later workers against engines that
       // are gone. Only a hard kill, which runs none of this, leaves it for the next demo.
+      let ended = false;
       if (hosting) {
         const handle = client.workflow.getHandle(runWorkflowId(runId));
         if ((await handle.describe().catch(() => null))?.status.name === 'RUNNING') {
           await handle.terminate('the demo process that hosted its engines ended').catch(() => undefined);
         }
+        const final = (await handle.describe().catch(() => null))?.status.name;
+        ended = final !== undefined && final !== 'RUNNING' && final !== 'COMPLETED';
         // a terminated workflow writes nothing more: its runs row says so here, not 'running'
-        if ((await handle.describe().catch(() => null))?.status.name === 'TERMINATED') {
+        if (ended) {
           const row = await getRun(db, runId).catch(() => null);
-          if (row && !['stopped', 'completed', 'failed'].includes(row.status)) await setRunStatus(db, { runId, status: 'stopped' }).catch(() => undefined);
+          const status = final === 'FAILED' || final === 'TIMED_OUT' ? 'failed' : 'stopped';
+          if (row && !['stopped', 'completed', 'failed'].includes(row.status)) await setRunStatus(db, { runId, status }).catch(() => undefined);
         }
       }
+      // The workers stop first (their in-flight attempts end with them), so that nothing drives
+      // the run's rollouts while they are ended below.
+      if (workers && !(await within(workers.shutdown(), 60_000))) say('  the workers did not stop within 60 s (an activity ignored its cancellation); going on');
+      // An ended run's train rollouts were abandoned in flight (trainingRun's parent-close
+      // policy): left open, the next worker on the control queue would drive them against
+      // engines that are gone. They end with it, and their containers go.
+      if (ended) {
+        const n = await terminateOpenWorkflows(client, runId, 'its run ended (Ctrl-C, or an error of the demo that hosted it)').catch(() => 0);
+        const c = await removeRunContainers(s, runId).catch(() => 0);
+        if (n || c) say(`  ended ${n} rollout workflow(s) the run abandoned in flight; removed ${c} container(s)`);
+      }
       await client.connection.close().catch(() => undefined);
-      await workers?.shutdown().catch(() => undefined);
     } finally {
       await gpu?.stop();
       await closeDbPool();

@@ -53,15 +53,16 @@ interface DemoFile { runId: string; demoPid: number; servers: ServerRecord[]; re
 const demoFile = (runId: string): DemoFile => JSON.parse(fs.readFileSync(path.join(repoRoot, 'runs', runId, 'demo.json'), 'utf8')) as DemoFile;
 
 const demos: Demo[] = [];
-let testRunId: string | null = null;
+const testRunIds: string[] = [];
 
 /** After a failure: nothing of this test's run may keep running (its workflows would be driven
  *  by the next test's workers; its servers hold ports; its containers fail the suite). */
 async function cleanUp(runId: string): Promise<void> {
   const client = await temporalClient(settings);
   try {
-    for await (const wf of client.workflow.list({ query: `FloeRunId = '${runId}' AND ExecutionStatus = 'Running'` }) as AsyncIterable<WorkflowExecutionInfo>) {
-      await client.workflow.getHandle(wf.workflowId, wf.runId).terminate('demoResume.test cleanup').catch(() => undefined);
+    // by id: every workflow of the run's, whether or not it set its search attributes
+    for await (const wf of client.workflow.list({ query: `ExecutionStatus = 'Running'` }) as AsyncIterable<WorkflowExecutionInfo>) {
+      if (wf.workflowId.startsWith(runWorkflowId(runId))) await client.workflow.getHandle(wf.workflowId, wf.runId).terminate('demoResume.test cleanup').catch(() => undefined);
     }
   } finally {
     await client.connection.close();
@@ -77,7 +78,7 @@ beforeAll(() => {
 
 afterAll(async () => {
   for (const d of demos) if (d.child.exitCode === null && d.child.pid) { try { process.kill(-d.child.pid, 'SIGKILL'); } catch { /* gone */ } }
-  if (testRunId) await cleanUp(testRunId);
+  for (const id of testRunIds) await cleanUp(id);
   await db?.end();
 });
 
@@ -87,7 +88,7 @@ describe('floe demo, killed and run again', () => {
     const first = startDemo('first');
     demos.push(first);
     const runId = await until('the run to start', first, 240_000, () => /^run (\S+)$/m.exec(text(first))?.[1]);
-    testRunId = runId;
+    testRunIds.push(runId);
     expect(text(first)).not.toContain('resuming run'); // a fresh run (an earlier attempt's is ended by its cleanup)
     const firstStart = (await db.query<{ started_at: Date }>('select started_at from runs where run_id = $1', [runId])).rows[0]?.started_at ?? new Date();
     await until('the first weight update', first, 180_000, async () => {
@@ -157,6 +158,39 @@ describe('floe demo, killed and run again', () => {
     expect(after.resumes).toBe(1);
     expect([...before.servers, ...after.servers].filter(isServerProcess)).toEqual([]);
     const left = await dockerFromSettings(settings).listContainers({ all: true, filters: { label: ['floe.sandbox=1'] } });
+    expect(left.map((c) => c.Labels)).toEqual([]);
+  }, 600_000);
+
+  it('Ctrl-C ends the run it hosts: the workflow and its rollouts terminated, its runs row stopped, its engines, trainer and containers gone', async () => {
+    const demo = startDemo('interrupted');
+    demos.push(demo);
+    const runId = await until('the run to start', demo, 240_000, () => /^run (\S+)$/m.exec(text(demo))?.[1]);
+    testRunIds.push(runId);
+    await until('a first rollout', demo, 180_000, async () => {
+      const r = await db.query<{ n: number }>(`select count(*)::int as n from rollouts where run_id = $1`, [runId]);
+      return r.rows[0].n >= 1 ? true : null;
+    });
+    const servers = demoFile(runId).servers;
+    process.kill(-demo.child.pid!, 'SIGINT'); // as a terminal's Ctrl-C: the whole process group
+    const code = await Promise.race([demo.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 120_000))]);
+    expect(code, text(demo).slice(-3000)).not.toBe('timeout');
+    expect(text(demo)).toContain('interrupted');
+    const client = await temporalClient(settings);
+    try {
+      expect((await client.workflow.getHandle(runWorkflowId(runId)).describe()).status.name).toBe('TERMINATED');
+      // its abandoned rollouts ended with it (else the next worker on the control queue drives
+      // them against engines that are gone: the suite's later files once hung on exactly that)
+      const open: string[] = [];
+      // (by id, not by FloeRunId: this checks that the demo found them all)
+      for await (const wf of client.workflow.list({ query: `ExecutionStatus = 'Running'` }) as AsyncIterable<WorkflowExecutionInfo>) if (wf.workflowId.startsWith(runWorkflowId(runId))) open.push(wf.workflowId);
+      expect(open).toEqual([]);
+    } finally {
+      await client.connection.close();
+    }
+    const row = await db.query<{ status: string; ended: boolean }>('select status, ended_at is not null as ended from runs where run_id = $1', [runId]);
+    expect(row.rows).toEqual([{ status: 'stopped', ended: true }]);
+    expect(servers.filter(isServerProcess)).toEqual([]);
+    const left = await dockerFromSettings(settings).listContainers({ all: true, filters: { label: [`floe.run=${runId}`] } });
     expect(left.map((c) => c.Labels)).toEqual([]);
   }, 600_000);
 });

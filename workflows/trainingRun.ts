@@ -11,7 +11,7 @@ import {
 } from '../core/runLoop.js';
 import { rootMessage } from '../core/failures.js';
 import { CONTROL_QUEUE, sandboxQueue } from '../core/taskQueues.js';
-import { FloeKind, FloeMeanReward, FloePolicyVersion, FloeRunId } from '../core/searchAttributes.js';
+import { FloeKind, FloeMeanReward, FloePolicyVersion, FloeRunId, FloeTaskId } from '../core/searchAttributes.js';
 import type { DbActivities } from '../activities/db.js';
 import type { TaskActivities } from '../activities/tasks.js';
 import type { TrainingActivities } from '../activities/training.js';
@@ -159,6 +159,9 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
           workflowId: `${workflowInfo().workflowId}-${r.rolloutId.slice(runId.length + 1)}`,
           taskQueue: CONTROL_QUEUE,
           parentClosePolicy: ParentClosePolicy.ABANDON,
+          // set at start, not by the rollout's first task: an abandoned rollout that never ran
+          // is still found by its run (the demo's clean-up after Ctrl-C)
+          typedSearchAttributes: [{ key: FloeRunId, value: runId }, { key: FloeKind, value: 'rollout' }, { key: FloeTaskId, value: g.taskId }],
           args: [{ runId, rolloutId: r.rolloutId, taskId: g.taskId, groupId: g.groupId, attempt: r.attempt, purpose: 'train' as const, settings, seed: r.seed }],
         });
         void handle.result().then(
