@@ -141,6 +141,11 @@ async function findRunToResume(client: Client, base: RunConfig, hash: string): P
   return null;
 }
 
+/** The run's workflows still open (train rollouts carry FloeRunId from their start). */
+function openWorkflowsOf(client: Client, runId: string): AsyncIterable<WorkflowExecutionInfo> {
+  return client.workflow.list({ query: `FloeRunId = '${runId}' AND ExecutionStatus = 'Running'` }) as AsyncIterable<WorkflowExecutionInfo>;
+}
+
 /** Fail the activity attempts that a dead worker was running (the killed demo's), so that they
  *  are retried now instead of after their heartbeat timeout (30 s to 2 min). Only attempts
  *  whose last worker identity is the dead process are touched; Temporal's retry policy then
@@ -148,7 +153,7 @@ async function findRunToResume(client: Client, base: RunConfig, hash: string): P
 async function failOrphanedActivities(client: Client, runId: string, deadPid: number): Promise<number> {
   const dead = `${deadPid}@${os.hostname()}`;
   let n = 0;
-  const open = client.workflow.list({ query: `FloeRunId = '${runId}' AND ExecutionStatus = 'Running'` }) as AsyncIterable<WorkflowExecutionInfo>;
+  const open = openWorkflowsOf(client, runId);
   for await (const wf of open) {
     const desc = await client.workflow.getHandle(wf.workflowId, wf.runId).describe().catch(() => null);
     for (const a of desc?.raw.pendingActivities ?? []) {
@@ -170,7 +175,7 @@ async function failOrphanedActivities(client: Client, runId: string, deadPid: nu
 async function drainRun(client: Client, runId: string, say: (m: string) => void, ms: number): Promise<void> {
   const open = async () => {
     const out: WorkflowExecutionInfo[] = [];
-    for await (const wf of client.workflow.list({ query: `FloeRunId = '${runId}' AND ExecutionStatus = 'Running'` }) as AsyncIterable<WorkflowExecutionInfo>) out.push(wf);
+    for await (const wf of openWorkflowsOf(client, runId)) out.push(wf);
     return out;
   };
   const deadline = Date.now() + ms;
@@ -201,7 +206,7 @@ async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
  *  their reward gates end with them: parent-close policy TERMINATE). Returns how many. */
 async function terminateOpenWorkflows(client: Client, runId: string, reason: string): Promise<number> {
   let n = 0;
-  for await (const wf of client.workflow.list({ query: `FloeRunId = '${runId}' AND ExecutionStatus = 'Running'` }) as AsyncIterable<WorkflowExecutionInfo>) {
+  for await (const wf of openWorkflowsOf(client, runId)) {
     await client.workflow.getHandle(wf.workflowId, wf.runId).terminate(reason).then(() => { n++; }, () => undefined);
   }
   return n;
