@@ -3,13 +3,13 @@ import fs from 'node:fs';
 import type Docker from 'dockerode';
 import type { Task } from '../core/taskModel.js';
 import { parseRunConfig } from '../core/config.js';
-import { repoDirOf, tailText, type GradeResult, type SandboxLimits } from '../core/sandboxPolicy.js';
+import { repoDirOf, tailText, type ExecResult, type GradeResult, type SandboxLimits } from '../core/sandboxPolicy.js';
 import { AGENT_ENV, AGENT_USER, execRaw, killAgentProcesses, runScript } from './sandbox/exec.js';
-import { removeContainer, startLockedContainer, unixNow } from './sandbox/containerSpec.js';
+import { removeContainer, startLockedContainer, unixNow, type ContainerSpec } from './sandbox/containerSpec.js';
 import { copyRepository, freshHistory, imageFor, prepareRepositoryFast } from './sandbox/repository.js';
 import { preparedRepository } from './sandbox/prepared.js';
 import { graderOnlyRepoFiles } from '../core/taskLayouts.js';
-import { execCommand } from './sandbox/command.js';
+import { commandAsFirstProcess, execCommand } from './sandbox/command.js';
 import { heartbeat } from './sandbox/heartbeat.js';
 import { tarArchive } from './sandbox/tar.js';
 import { Harness, HarnessServer, type HarnessPlan } from './harness.js';
@@ -84,7 +84,7 @@ async function gradePatchLegacy(docker: Docker, opts: GradingOptions, input: Gra
     ...task.failToPass.map((id) => ({ id, group: 'FAIL_TO_PASS' as const, outcome: 'missing' as const })),
     ...task.passToPass.map((id) => ({ id, group: 'PASS_TO_PASS' as const, outcome: 'missing' as const })),
   ];
-  const c = await startGrader(docker, opts, input, limits, repoDir);
+  const c = await startLockedContainer(docker, graderSpec(opts, input, limits, repoDir));
   try {
     await copyRepository(docker, c, task);
     // R2E-Gym: the image's run_tests.sh, read before the fresh history removes it from the
@@ -127,11 +127,13 @@ async function gradePatchLegacy(docker: Docker, opts: GradingOptions, input: Gra
   }
 }
 
-/** The fast path: the same grading in one exec. The repository (a directory source's fresh
- *  history made once per task on this host: sandbox/prepared.ts) and the staged files go in by
- *  putArchive with the container's mount roots; an image source's repository is extracted and
- *  committed in one exec. One exec then applies the agent's diff (APPLY, as before) and, when it
- *  applied, runs the harness's script: a per-grading nonce marks where the apply log ends, so
+/** The fast path: the same grading without an exec (directory sources) or in one (image
+ *  sources). The repository (a directory source's fresh history made once per task on this host:
+ *  sandbox/prepared.ts) and the staged files go in by putArchive with the container's mount
+ *  roots, and the test run is the container's own first process (commandAsFirstProcess); an
+ *  image source's repository is extracted and committed in one exec, and the test run is
+ *  another. The test run applies the agent's diff (APPLY, as before) and, when it applied, runs
+ *  the harness's script: a per-grading nonce marks where the apply log ends, so
  *  nothing the tests print can pass for it. The harness is the worker's long-lived process, and
  *  plans are cached per task and base commit. The grader gets no sealed copy (nothing diffs in
  *  it). */
@@ -170,44 +172,50 @@ exec bash ${STAGE}/eval.sh`;
   const planFor = (baseCommit: string) => harness.plan({ task, baseCommit, repoDir, stageDir: STAGE });
   const prepared = await preparedRepository(task);
   const early = prepared ? await planFor(prepared.baseCommit) : null;
-  const c = await startGrader(docker, opts, input, limits, repoDir, prepared && early ? { '/work': prepared.work, '/tmp': stage(early) } : undefined);
-  try {
-    let plan = early;
-    if (!plan) {
+  const command = { command: `bash ${STAGE}/grade.sh`, repoDir, timeoutSeconds, maxOutputBytes: TEST_LOG_TAIL_BYTES };
+  let run: ExecResult;
+  let plan: HarnessPlan;
+  if (prepared && early) {
+    // everything is known before the container starts: the test run is its first process
+    plan = early;
+    run = await commandAsFirstProcess(docker, graderSpec(opts, input, limits, repoDir, { '/work': prepared.work, '/tmp': stage(early) }), command, 'tail');
+  } else {
+    const c = await startLockedContainer(docker, graderSpec(opts, input, limits, repoDir));
+    try {
       plan = await planFor(await prepareRepositoryFast(docker, c, task, { seal: false }));
       await c.putArchive(stage(plan), { path: '/tmp' });
+      heartbeat('grader ready');
+      run = await execCommand(docker, c, command, 'tail');
+    } finally {
+      await removeContainer(c);
     }
-    heartbeat('grader ready');
-    const run = await execCommand(docker, c, { command: `bash ${STAGE}/grade.sh`, repoDir, timeoutSeconds, maxOutputBytes: TEST_LOG_TAIL_BYTES }, 'tail');
-    // the apply log, then the marker line with APPLY's exit code, then the script's output
-    const at = run.output.indexOf(`${marker} `);
-    const eol = at < 0 ? -1 : run.output.indexOf('\n', at);
-    const applyRc = at < 0 ? null : Number(run.output.slice(at + marker.length + 1, eol < 0 ? undefined : eol));
-    const applyLog = at < 0 ? '' : run.output.slice(0, at);
-    const output = at < 0 ? run.output : run.output.slice(eol < 0 ? run.output.length : eol + 1);
-    const failed = (applyError: string, log: string): GradeResult => ({
-      passed: false, harness: plan.harness, tests: missing(), applyError, timedOut: false, durationMs: Date.now() - started, log: tailText(log, LOG_CHARS),
-    });
-    if (applyRc !== null && applyRc !== 0) {
-      const what = applyRc === 10 ? 'the diff does not apply' : `applying failed (exit ${applyRc})`;
-      return failed(`${what}: ${applyLog.trim().slice(-4000)}`, applyLog);
-    }
-    if (applyRc === null && !run.timedOut && run.exitCode === 10 && !run.output.includes(TESTS_MARKER)) {
-      return failed(`applying failed (no result from the apply step): ${run.output.trim().slice(-4000)}`, run.output);
-    }
-    const log = `${applyLog}\n${output}`;
-    if (plan.harness === 'pytest' && run.exitCode === 11) return failed(`the test patch does not apply over the diff: ${output.trim().slice(-4000)}`, log);
-    if (plan.harness === 'r2e-gym' && run.exitCode === 12) return failed(`the image lacks what R2E-Gym's test run needs: ${output.trim().slice(-2000)}`, log);
-    return graded(harness.parse({ task, harness: plan.harness, log: output }), plan, run, log, timeoutSeconds, started);
-  } finally {
-    await removeContainer(c);
   }
+  // the apply log, then the marker line with APPLY's exit code, then the script's output
+  const at = run.output.indexOf(`${marker} `);
+  const eol = at < 0 ? -1 : run.output.indexOf('\n', at);
+  const applyRc = at < 0 ? null : Number(run.output.slice(at + marker.length + 1, eol < 0 ? undefined : eol));
+  const applyLog = at < 0 ? '' : run.output.slice(0, at);
+  const output = at < 0 ? run.output : run.output.slice(eol < 0 ? run.output.length : eol + 1);
+  const failed = (applyError: string, log: string): GradeResult => ({
+    passed: false, harness: plan.harness, tests: missing(), applyError, timedOut: false, durationMs: Date.now() - started, log: tailText(log, LOG_CHARS),
+  });
+  if (applyRc !== null && applyRc !== 0) {
+    const what = applyRc === 10 ? 'the diff does not apply' : `applying failed (exit ${applyRc})`;
+    return failed(`${what}: ${applyLog.trim().slice(-4000)}`, applyLog);
+  }
+  if (applyRc === null && !run.timedOut && run.exitCode === 10 && !run.output.includes(TESTS_MARKER)) {
+    return failed(`applying failed (no result from the apply step): ${run.output.trim().slice(-4000)}`, run.output);
+  }
+  const log = `${applyLog}\n${output}`;
+  if (plan.harness === 'pytest' && run.exitCode === 11) return failed(`the test patch does not apply over the diff: ${output.trim().slice(-4000)}`, log);
+  if (plan.harness === 'r2e-gym' && run.exitCode === 12) return failed(`the image lacks what R2E-Gym's test run needs: ${output.trim().slice(-2000)}`, log);
+  return graded(harness.parse({ task, harness: plan.harness, log: output }), plan, run, log, timeoutSeconds, started);
 }
 
 /** A fresh, locked grader container of the task's image, labelled for the reaper (both paths;
  *  `content`: archives put in with the mount roots). */
-function startGrader(docker: Docker, opts: GradingOptions, input: GradePatchInput, limits: SandboxLimits, repoDir: string, content?: Record<string, Buffer>) {
-  return startLockedContainer(docker, {
+function graderSpec(opts: GradingOptions, input: GradePatchInput, limits: SandboxLimits, repoDir: string, content?: Record<string, Buffer>): ContainerSpec {
+  return {
     image: imageFor(input.task, opts.image),
     limits,
     repoDir,
@@ -216,7 +224,7 @@ function startGrader(docker: Docker, opts: GradingOptions, input: GradePatchInpu
       'floe.worker': opts.workerId, 'floe.created': String(unixNow()), ...input.labels,
     },
     ...(content ? { content } : {}),
-  });
+  };
 }
 
 /** The grade of a test run that reached the harness's parser (both paths). */

@@ -118,7 +118,7 @@ function countingDocker(docker: Docker): Docker {
       if (prop === 'exec') {
         return async (...a: unknown[]) => wrapExec(await (timeCall('exec.create', (v as (...x: unknown[]) => Promise<Docker.Exec>).apply(t, a)) as Promise<Docker.Exec>));
       }
-      if (typeof prop === 'string' && ['start', 'remove', 'putArchive', 'getArchive', 'inspect', 'kill', 'wait'].includes(prop)) {
+      if (typeof prop === 'string' && ['start', 'remove', 'putArchive', 'getArchive', 'inspect', 'kill', 'wait', 'attach'].includes(prop)) {
         return (...a: unknown[]) => timeCall(`container.${prop}`, (v as (...x: unknown[]) => unknown).apply(t, a));
       }
       return typeof v === 'function' ? (v as (...x: unknown[]) => unknown).bind(t) : v;

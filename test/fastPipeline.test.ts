@@ -10,11 +10,13 @@ import { createSandboxActivities, pipelineFromEnv, workerIdentity, type SandboxP
 import { ROOT_USER, execRaw } from '../activities/sandbox/exec.js';
 import { removeContainer } from '../activities/sandbox/containerSpec.js';
 import { HarnessServer } from '../activities/harness.js';
+import { runKeeperJob } from '../activities/sandbox/keeper.js';
 
 /** The fast sandbox pipeline (SandboxPipeline 'fast', the default) against the legacy one,
  *  side by side on real podman: the same repository, history, seal and owners in the agent's
- *  sandbox, the same diff after the same edits, the same grades; the diff taken as the sandbox
- *  is removed; the long-lived harness process restarting after it dies. */
+ *  sandbox, the same diff after the same edits (taken by the keeper without an exec), the same
+ *  grades (the test run as the grader's first process, without an exec); the diff taken as the
+ *  sandbox is removed; the long-lived harness process restarting after it dies. */
 
 const settings = loadSettings();
 const docker = dockerFromSettings(settings);
@@ -72,7 +74,7 @@ describe('fast pipeline = legacy pipeline', () => {
     });
   }
 
-  it('takes the diff in one exec when root can tell the agent\'s check would change nothing, the same diff as legacy', async () => {
+  it('takes the diff without an exec (the keeper\'s job) when root can tell the agent\'s check would change nothing, the same diff as legacy', async () => {
     current = pick('toy__c_to_f');
     const edits = [
       'printf "x = 1\\n" >> temp.py', 'printf "new\\n" > added.txt', 'rm conftest.py', 'mkdir -p pkg && printf "y\\n" > pkg/z.py', 'chmod +x added.txt',
@@ -87,7 +89,16 @@ describe('fast pipeline = legacy pipeline', () => {
     const f = await createSandboxActivities(counting, { ...base, pipeline: 'fast' }).extractDiff({ containerId: F, maxBytes: 64 * 1024 });
     expect(f).toEqual(l);
     expect(l.diff).toMatch(/new file mode 100755/);
-    expect(execs).toBe(1);
+    expect(execs).toBe(0);
+    // a sandbox whose keeper takes no jobs (made by the legacy path, or before keeper jobs):
+    // the exec path, the same diff
+    const L1 = await create(legacy);
+    await run(legacy, L1, edits);
+    expect((await docker.getContainer(L1).inspect()).Config.Labels?.['floe.keeper']).toBeUndefined();
+    expect((await docker.getContainer(F).inspect()).Config.Labels?.['floe.keeper']).toBe('jobs');
+    execs = 0;
+    expect(await createSandboxActivities(counting, { ...base, pipeline: 'fast' }).extractDiff({ containerId: L1, maxBytes: 64 * 1024 })).toEqual(l);
+    expect(execs).toBeGreaterThan(0);
     const small = await fast.extractDiff({ containerId: F, maxBytes: 100 });
     expect(small).toMatchObject({ truncated: true, bytes: l.bytes, diff: l.diff.slice(0, 100) });
     // where root cannot tell (a changed .git/config, a file or folder root cannot read, an
@@ -99,9 +110,29 @@ describe('fast pipeline = legacy pipeline', () => {
       execs = 0;
       const f2 = await createSandboxActivities(counting, { ...base, pipeline: 'fast' }).extractDiff({ containerId: F2, maxBytes: 64 * 1024 });
       expect(f2, odd).toEqual(await legacy.extractDiff({ containerId: L2, maxBytes: 64 * 1024 }));
-      expect(execs, odd).toBe(3);
+      expect(execs, odd).toBe(2); // the keeper's job could not tell: the agent's check, then root's diff
     }
   }, 240_000);
+
+  it('keeper jobs: root\'s script without an exec, its own answer only, killed past its time, out of the agent\'s sight', async () => {
+    current = pick('toy__c_to_f');
+    const F = await create(fast);
+    const c = docker.getContainer(F);
+    const r = await runKeeperJob(c, { script: 'id -u; printf "%s|" "$@"; echo err >&2; exit 3', args: ['a b', '', 'c'], timeoutSeconds: 10 });
+    expect(r).toEqual({ exitCode: 3, stdout: Buffer.from('0\na b||c|'), stderr: 'err\n' });
+    // an answer left by an earlier job is not taken for the next one's
+    const slow = runKeeperJob(c, { script: 'sleep 0.5; echo second', args: [], timeoutSeconds: 10 });
+    expect((await slow)?.stdout.toString()).toBe('second\n');
+    // past its time limit the script is killed (timeout -s KILL: 137), the keeper goes on
+    expect(await runKeeperJob(c, { script: 'sleep 30', args: [], timeoutSeconds: 1 })).toMatchObject({ exitCode: 137 });
+    expect((await runKeeperJob(c, { script: 'echo alive', args: [], timeoutSeconds: 5 }))?.stdout.toString()).toBe('alive\n');
+    // the agent can neither read the answers nor leave a request
+    const seen = await run(fast, F, 'ls /grade/floe-job.done 2>&1; mkdir /grade/floe-job 2>&1; echo rc=$?');
+    expect(seen).toMatch(/Permission denied[\s\S]*Permission denied[\s\S]*rc=1/);
+    // a keeper that takes no jobs gives no answer: null, for the caller's exec path
+    const L = await create(legacy);
+    expect(await runKeeperJob(docker.getContainer(L), { script: 'echo x', args: [], timeoutSeconds: 0 })).toBeNull();
+  }, 120_000);
 
   it('takes the same diff after the same edits, whatever the agent does to git, and takeDiffAndDestroy removes the sandbox', async () => {
     current = pick('toy__c_to_f');
@@ -136,14 +167,26 @@ describe('fast pipeline = legacy pipeline', () => {
       broken: 'diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-a\n+b\n',
       testEdit: 'diff --git a/tests/test_hidden.py b/tests/test_hidden.py\nnew file mode 100644\n--- /dev/null\n+++ b/tests/test_hidden.py\n@@ -0,0 +1,2 @@\n+def test_x():\n+    assert True\n',
     };
+    // the fast grader of a directory source runs its tests as the container's first process: no exec
+    let execs = 0;
+    const counting = new Proxy(docker, {
+      get: (t, p) => (p === 'createContainer'
+        ? async (...a: unknown[]) => {
+          const c = await (t.createContainer as (...x: unknown[]) => Promise<ReturnType<typeof t.getContainer>>).apply(t, a);
+          return new Proxy(c, { get: (ct, cp) => (cp === 'exec' ? (...x: unknown[]) => { execs++; return (ct.exec as (...y: unknown[]) => unknown).apply(ct, x); } : (Reflect.get(ct, cp) as unknown)) });
+        }
+        : (Reflect.get(t, p) as unknown)),
+    }) as typeof docker;
+    const fastCounted = createGradingActivities(counting, { ...base, pipeline: 'fast' });
     for (const [name, diff] of Object.entries(diffs)) {
-      const g = (a: typeof fast) => a.gradeSubmission({ runId: RUN, rolloutId: `${RUN}-${n++}`, task: t, diff, limits, timeoutSeconds: 60 });
-      const [l, f] = await Promise.all([g(legacy), g(fast)]);
+      const g = (a: Pick<typeof fast, 'gradeSubmission'>) => a.gradeSubmission({ runId: RUN, rolloutId: `${RUN}-${n++}`, task: t, diff, limits, timeoutSeconds: 60 });
+      const [l, f] = await Promise.all([g(legacy), g(fastCounted)]);
       expect(summary(f), name).toEqual(summary(l));
       if (name === 'gold') expect(f.passed).toBe(true);
       if (name === 'broken') expect(f.applyError).toMatch(/does not apply/);
       expect(f.log).toMatch(/agent diff: (applied|empty)|git apply:/);
     }
+    expect(execs).toBe(0);
   }, 240_000);
 
   it('the long-lived harness answers again after its process dies, and caches plans', async () => {

@@ -4,8 +4,9 @@ import {
   EXIT_MARKER, START_MARKER, forkFailed, killedReasonOf, outputKillThreshold, parseCgroupCounters,
   parseWrapperExit, parseWrapperStart, type CgroupCounters, type ExecResult,
 } from '../../core/sandboxPolicy.js';
-import { AGENT_ENV, AGENT_USER, ROOT_USER, execNotStarted, execRaw, killAgentProcesses } from './exec.js';
-import { isNoSuchContainer, sandboxGone } from './containerSpec.js';
+import { AGENT_ENV, AGENT_USER, ROOT_USER, execNotStarted, execRaw, killAgentProcesses, readMuxStream, type MuxStream, type RawExecResult } from './exec.js';
+import { isNoSuchContainer, removeContainer, sandboxGone, startLockedContainer, type ContainerSpec } from './containerSpec.js';
+import { tarArchive } from './tar.js';
 
 /** The agent's command: one shell command in the repository, in the image's environment, with
  *  a timeout that kills its whole process tree, and cgroup counters that say why it was killed.
@@ -96,21 +97,30 @@ export async function execCommand(docker: Docker, container: Docker.Container, i
       onKill: () => killAgentProcesses(docker, container),
     });
   }
+  const exit = parseWrapperExit(raw.stderr);
+  const killed = raw.deadlineHit || raw.overflowed;
+  // the wrapper's final counters, or (when we killed, or it was killed) counters read now
+  const after = killed || !exit ? await readCounters(docker, container) : exit;
+  const result = resultOf(raw, after, timeoutMs, maxOutputBytes, started);
+  // after a timeout, a flood or a hit process limit nothing of the command may live on
+  // (setsid/nohup escapees, a fork bomb's children)
+  if ((result.timedOut || raw.overflowed || result.killedReason === 'pids') && !raw.killed) await killAgentProcesses(docker, container);
+  return result;
+}
+
+/** What a wrapped command's raw run says: exit code, output, why it was killed. `after`: the
+ *  cgroup counters at its end (null: unreadable). */
+function resultOf(raw: RawExecResult, after: CgroupCounters | null, timeoutMs: number, maxOutputBytes: number, started: number): ExecResult {
   const before = parseWrapperStart(raw.stderr);
   const exit = parseWrapperExit(raw.stderr);
   const output = raw.stdout.toString('utf8');
   const killed = raw.deadlineHit || raw.overflowed;
   const timedOut = raw.deadlineHit || isTimeout(exit, timeoutMs);
-  // the wrapper's final counters, or (when we killed, or it was killed) counters read now
-  const after = killed || !exit ? await readCounters(docker, container) : exit;
   const delta = before && after
     ? { oomKills: after.oomKills - before.oomKills, pidsMaxHits: after.pidsMaxHits - before.pidsMaxHits }
     : { oomKills: 0, pidsMaxHits: 0 };
   // bash's "fork: retry" in the output is the fallback signal where the counters are unreadable
   const killedReason = killedReasonOf({ ...delta, forkFailedInOutput: !(before && after) && forkFailed(output), outputLimit: raw.overflowed, timedOut });
-  // after a timeout, a flood or a hit process limit nothing of the command may live on
-  // (setsid/nohup escapees, a fork bomb's children)
-  if ((timedOut || raw.overflowed || killedReason === 'pids') && !raw.killed) await killAgentProcesses(docker, container);
   return {
     exitCode: killed ? 137 : exit?.rc ?? raw.exitCode ?? 137,
     output,
@@ -120,6 +130,47 @@ export async function execCommand(docker: Docker, container: Docker.Container, i
     killedReason,
     durationMs: Date.now() - started,
   };
+}
+
+/** The wrapper as a container's first process (PID 1, as the agent): it waits until GO_FILE is
+ *  there, so the caller can attach and put every archive in first. */
+const GO_FILE = '/run/floe-go';
+const FIRST_PROCESS = `floe_wrapper=$1; shift
+n=0; until [ -e ${GO_FILE} ]; do n=$((n + 1)); [ $n -lt 3000 ] || { echo "floe: ${GO_FILE} did not appear within 60 s" >&2; exit 125; }; sleep 0.02; done
+exec bash -c "$floe_wrapper" floe-exec "$@"`;
+
+/** Run one command as the agent as a fresh locked container's own first process, with the
+ *  same wrapper, limits and result as execCommand, and no exec: the grader's fast path. The
+ *  container ends with the command (PID 1's exit takes every process of it along) and is
+ *  removed here. */
+export async function commandAsFirstProcess(docker: Docker, spec: Omit<ContainerSpec, 'main' | 'keeperJobs'>, input: CommandInput, keep: 'head' | 'tail' = 'head'): Promise<ExecResult> {
+  const { command, timeoutSeconds, maxOutputBytes, repoDir } = input;
+  const started = Date.now();
+  const timeoutMs = timeoutSeconds * 1000;
+  const c = await startLockedContainer(docker, {
+    ...spec,
+    main: { user: AGENT_USER, env: AGENT_ENV, cmd: ['bash', '-c', FIRST_PROCESS, 'floe-first', WRAPPER, String(timeoutSeconds), command, String(Math.round(timeoutMs)), repoDir] },
+  });
+  try {
+    const stream = (await c.attach({ stream: true, stdout: true, stderr: true, hijack: true })) as MuxStream;
+    await c.putArchive(tarArchive([{ name: GO_FILE.split('/').pop()!, type: 'file', mode: 0o644, uid: 0, gid: 0, data: Buffer.alloc(0) }]), { path: '/run' });
+    const kill = () => c.kill({ signal: 'SIGKILL' }).catch(() => undefined);
+    const read = await readMuxStream(stream, {
+      deadlineMs: timeoutMs + CLIENT_GRACE_SECONDS * 1000 + 60_000, // + the wait for GO_FILE
+      maxStdoutBytes: maxOutputBytes, keep, killAtStdoutBytes: outputKillThreshold(maxOutputBytes),
+      doneMarker: EXIT_MARKER,
+      // PID 1 printed its exit: the container is ending; past 5 s it is killed
+      onMarker: () => 5000,
+      onKill: kill,
+    });
+    const waited = await Promise.race([c.wait().then((w: { StatusCode?: number }) => w.StatusCode ?? null), new Promise<null>((r) => setTimeout(() => r(null), 10_000))]).catch(() => null);
+    return resultOf({ ...read, exitCode: waited, durationMs: Date.now() - started }, parseWrapperExit(read.stderr), timeoutMs, maxOutputBytes, started);
+  } catch (err) {
+    if (isNoSuchContainer(err)) throw sandboxGone(c.id, err);
+    throw err;
+  } finally {
+    await removeContainer(c);
+  }
 }
 
 /** `timeout -s KILL` ends with the command's group: exit 137 at the time limit. */

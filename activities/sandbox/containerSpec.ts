@@ -4,6 +4,7 @@ import { SHM_MB, TESTBED_DIR, sandboxMemoryMb, sandboxTmpfs, type SandboxLimits 
 import { imageLoadHint } from '../../core/taskLayouts.js';
 import { ROOT_USER } from './exec.js';
 import { tarArchive, type TarEntry } from './tar.js';
+import { KEEPER, KEEPER_JOBS, KEEPER_LABEL, KEEPER_WITH_JOBS } from './keeper.js';
 
 /** The container spec: one locked-down recipe for every sandbox and grader container.
  *
@@ -14,9 +15,10 @@ import { tarArchive, type TarEntry } from './tar.js';
  *    `./` entry (podman applies the entry's owner and mode to the target directory).
  *  - CapAdd is handed to non-root exec users too (the agent got CAP_DAC_READ_SEARCH and
  *    CAP_KILL as ambient capabilities), so nothing is added: CapDrop ALL, and root in the
- *    container is an ordinary user. The keeper (PID 1) runs as root so the agent cannot kill it;
- *    cleanup runs as the agent (`kill -9 -1` reaches every process of the agent in the
- *    container's PID namespace and nothing outside it).
+ *    container is an ordinary user. The keeper (PID 1, keeper.ts) runs as root so the agent
+ *    cannot kill it; cleanup runs as the agent (`kill -9 -1` reaches every process of the agent
+ *    in the container's PID namespace and nothing outside it). A fast grader has no keeper: its
+ *    test run is PID 1 (spec.main), and the container ends with it.
  *  - ReadonlyRootfs makes podman add unsized tmpfs at /run and /var/tmp; they are listed with a
  *    size in sandboxTmpfs instead.
  *  - Ulimits nproc above the host's hard limit is refused; 4096 is accepted. RLIMIT_NPROC counts
@@ -25,8 +27,6 @@ import { tarArchive, type TarEntry } from './tar.js';
 
 const MiB = 1024 * 1024;
 
-/** PID 1: reaps orphans (killed commands leave them) and ignores every catchable signal. */
-const KEEPER = 'trap "" HUP INT QUIT TERM USR1 USR2 PIPE ALRM; while :; do sleep 3600 & wait $!; done';
 
 /** The container is gone, or stopped for good (its keeper died): a retry cannot help. */
 export function isNoSuchContainer(err: unknown): boolean {
@@ -57,6 +57,12 @@ export interface ContainerSpec {
    *  mount root's own archive (one putArchive), or put on their own where the path is not a
    *  mount root startLockedContainer sets up. Entries keep their owner and mode. */
   content?: Record<string, Buffer>;
+  /** The keeper takes root's jobs without an exec (keeper.ts; the fast path). */
+  keeperJobs?: boolean;
+  /** Instead of the keeper, the container's own first process (the fast grader: its test run
+   *  is PID 1, so it needs no exec). Its output is read by attaching (no log is kept); it must
+   *  wait for whatever it needs from `content` (the caller signals when all of it is in). */
+  main?: { user: string; env: string[]; cmd: string[] };
 }
 
 /** The HostConfig every sandbox and grader container gets. */
@@ -87,13 +93,13 @@ export function sandboxHostConfig(spec: Pick<ContainerSpec, 'limits' | 'repoDir'
 export async function startLockedContainer(docker: Docker, spec: ContainerSpec): Promise<Docker.Container> {
   const container = await docker.createContainer({
     Image: spec.image,
-    User: ROOT_USER,
+    User: spec.main?.user ?? ROOT_USER,
     WorkingDir: '/',
-    Entrypoint: ['bash', '-c', KEEPER],
+    Entrypoint: spec.main?.cmd ?? ['bash', '-c', spec.keeperJobs ? KEEPER_WITH_JOBS : KEEPER],
     Cmd: [],
-    Labels: spec.labels,
-    Env: ['LANG=C.UTF-8'],
-    HostConfig: sandboxHostConfig(spec),
+    Labels: spec.keeperJobs && !spec.main ? { ...spec.labels, [KEEPER_LABEL]: KEEPER_JOBS } : spec.labels,
+    Env: spec.main?.env ?? ['LANG=C.UTF-8'],
+    HostConfig: spec.main ? { ...sandboxHostConfig(spec), LogConfig: { Type: 'none', Config: {} } } : sandboxHostConfig(spec),
   }).catch((err: unknown) => {
     // an image that is not on this host will not appear on retry (the run's preflight pulls)
     if (isNoSuchImage(err)) throw ApplicationFailure.nonRetryable(`task image ${spec.image} is not on this sandbox host; ${imageLoadHint(spec.image)}`, 'ImagesMissing');

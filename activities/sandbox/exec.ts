@@ -58,7 +58,28 @@ export async function execRaw(docker: Docker, container: Docker.Container, o: Ra
     Cmd: o.cmd, User: o.user, Env: o.env, WorkingDir: o.workdir ?? '/',
     AttachStdout: true, AttachStderr: true, AttachStdin: o.stdin !== undefined,
   });
-  const stream = (await exec.start({ hijack: true, stdin: o.stdin !== undefined })) as NodeJS.ReadWriteStream & { destroy(): void };
+  const stream = (await exec.start({ hijack: true, stdin: o.stdin !== undefined })) as MuxStream;
+  const read = await readMuxStream(stream, o);
+  let exitCode: number | null = null;
+  for (let i = 0; i < 40; i++) {
+    const info = await exec.inspect().catch(() => null);
+    if (!info) break;
+    if (!info.Running) { exitCode = info.ExitCode; break; }
+    if (read.deadlineHit || read.overflowed) break; // abandoned
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { ...read, exitCode, durationMs: Date.now() - started };
+}
+
+/** A hijacked exec or attach stream. */
+export type MuxStream = NodeJS.ReadWriteStream & { destroy(): void };
+
+export type StreamOptions = Pick<RawExecOptions, 'stdin' | 'deadlineMs' | 'maxStdoutBytes' | 'keep' | 'killAtStdoutBytes' | 'doneMarker' | 'onMarker' | 'onKill'>;
+
+/** Read a Docker multiplexed stream (an exec's, or an attach to a container's first process)
+ *  until it closes, the deadline passes, or the output floods: stdout capped (head or tail),
+ *  stderr apart, onKill run at most once and awaited before returning. */
+export async function readMuxStream(stream: MuxStream, o: StreamOptions): Promise<Omit<RawExecResult, 'exitCode' | 'durationMs'>> {
   const out: Buffer[] = [];
   let kept = 0;
   let stdoutBytes = 0;
@@ -143,17 +164,9 @@ export async function execRaw(docker: Docker, container: Docker.Container, o: Ra
   });
 
   if (killing) await killing; // a kill in flight finishes before the caller looks again
-  let exitCode: number | null = null;
-  for (let i = 0; i < 40; i++) {
-    const info = await exec.inspect().catch(() => null);
-    if (!info) break;
-    if (!info.Running) { exitCode = info.ExitCode; break; }
-    if (deadlineHit || overflowed) break; // abandoned
-    await new Promise((r) => setTimeout(r, 50));
-  }
   let stdout = Buffer.concat(out);
   if (stdout.length > o.maxStdoutBytes) stdout = stdout.subarray(stdout.length - o.maxStdoutBytes);
-  return { exitCode, stdout, stdoutBytes, stderr, deadlineHit, overflowed, killed: killing !== null, durationMs: Date.now() - started };
+  return { stdout, stdoutBytes, stderr, deadlineHit, overflowed, killed: killing !== null };
 }
 
 /** A setup step: bash script as a given user; throws with its output on failure. */

@@ -12,6 +12,7 @@ import { execCommand, type ExecInSandboxInput } from './command.js';
 import { preparedRepository } from './prepared.js';
 import { tarArchive } from './tar.js';
 import { heartbeat } from './heartbeat.js';
+import { KEEPER_JOBS, KEEPER_LABEL, runKeeperJob } from './keeper.js';
 import { missingImagesFailure, preflightImages, type ImagePreflight } from './images.js';
 
 /** Sandbox activities: one locked-down container per rollout (no network, one fresh commit of
@@ -140,29 +141,39 @@ export const REPO_LABEL = 'floe.repo';
 
 export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
   const container = (id: string) => docker.getContainer(id);
-  const repoDirs = new Map<string, string>();
-  async function repoDirOfContainer(id: string): Promise<string> {
-    let dir = repoDirs.get(id);
-    if (dir === undefined) {
+  /** What a sandbox's labels say: where its repository is, and whether its keeper takes jobs. */
+  const labelled = new Map<string, { repoDir: string; keeperJobs: boolean }>();
+  async function labelsOf(id: string): Promise<{ repoDir: string; keeperJobs: boolean }> {
+    let known = labelled.get(id);
+    if (known === undefined) {
       try {
-        dir = (await container(id).inspect()).Config.Labels?.[REPO_LABEL] ?? WORK_REPO_DIR;
+        const labels = (await container(id).inspect()).Config.Labels ?? {};
+        known = { repoDir: labels[REPO_LABEL] ?? WORK_REPO_DIR, keeperJobs: labels[KEEPER_LABEL] === KEEPER_JOBS };
       } catch (err) {
         if (isNoSuchContainer(err)) throw sandboxGone(id, err);
         throw err;
       }
-      if (repoDirs.size > 4096) repoDirs.clear();
-      repoDirs.set(id, dir);
+      if (labelled.size > 4096) labelled.clear();
+      labelled.set(id, known);
     }
-    return dir;
+    return known;
   }
+  const repoDirOfContainer = async (id: string) => (await labelsOf(id)).repoDir;
 
   const pipeline = opts.pipeline ?? pipelineFromEnv();
 
   async function extractDiff(input: { containerId: string; maxBytes: number }): Promise<{ diff: string; bytes: number; truncated: boolean }> {
     const c = container(input.containerId);
     try {
-      const repoDir = await repoDirOfContainer(input.containerId);
-      if (pipeline === 'fast') {
+      const { repoDir, keeperJobs } = await labelsOf(input.containerId);
+      // fast, and a keeper that takes jobs: the same one-step diff as root, without an exec
+      const job = pipeline === 'fast' && keeperJobs
+        ? await runKeeperJob(c, { script: DIFF_ONE_EXEC(), args: [String(input.maxBytes), repoDir], timeoutSeconds: 120 })
+        : null;
+      if (job) {
+        const bytes = Number(/^(\d+)\s*$/m.exec(job.stderr)?.[1]);
+        if (job.exitCode === 0 && Number.isFinite(bytes)) return { diff: job.stdout.subarray(0, input.maxBytes).toString('utf8'), bytes, truncated: bytes > input.maxBytes };
+      } else if (pipeline === 'fast') {
         const one = await execRaw(docker, c, { cmd: ['bash', '-c', DIFF_ONE_EXEC(), 'floe', String(input.maxBytes), repoDir], user: ROOT_USER, env: ['LANG=C.UTF-8'], deadlineMs: 120_000, maxStdoutBytes: input.maxBytes });
         const bytes = Number(/^(\d+)\s*$/m.exec(one.stderr)?.[1]);
         if (one.exitCode === 0 && Number.isFinite(bytes)) return { diff: one.stdout.toString('utf8'), bytes, truncated: bytes > input.maxBytes };
@@ -202,6 +213,7 @@ export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
         image: imageFor(task, opts.image),
         limits,
         repoDir,
+        keeperJobs: pipeline === 'fast',
         hide: hiddenImagePaths(task.layout),
         labels: {
           'floe.sandbox': '1', 'floe.role': 'agent', 'floe.run': runId, 'floe.rollout': rolloutId, [REPO_LABEL]: repoDir,
@@ -234,7 +246,7 @@ export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
       try {
         return await extractDiff(input);
       } finally {
-        repoDirs.delete(input.containerId);
+        labelled.delete(input.containerId);
         await removeContainer(container(input.containerId));
       }
     },
@@ -247,7 +259,7 @@ export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
     },
 
     async destroySandbox(input: { containerId: string }): Promise<void> {
-      repoDirs.delete(input.containerId);
+      labelled.delete(input.containerId);
       await removeContainer(container(input.containerId));
     },
 
