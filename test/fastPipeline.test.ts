@@ -114,21 +114,25 @@ describe('fast pipeline = legacy pipeline', () => {
     }
   }, 240_000);
 
-  it('keeper jobs: root\'s script without an exec, its own answer only, killed past its time, out of the agent\'s sight', async () => {
+  it('keeper jobs: root\'s script without an exec, its own answer only, killed past its time, out of the agent\'s reach; a final job ends the container', async () => {
     current = pick('toy__c_to_f');
     const F = await create(fast);
     const c = docker.getContainer(F);
-    const r = await runKeeperJob(c, { script: 'id -u; printf "%s|" "$@"; echo err >&2; exit 3', args: ['a b', '', 'c'], timeoutSeconds: 10 });
-    expect(r).toEqual({ exitCode: 3, stdout: Buffer.from('0\na b||c|'), stderr: 'err\n' });
-    // an answer left by an earlier job is not taken for the next one's
-    const slow = runKeeperJob(c, { script: 'sleep 0.5; echo second', args: [], timeoutSeconds: 10 });
-    expect((await slow)?.stdout.toString()).toBe('second\n');
-    // past its time limit the script is killed (timeout -s KILL: 137), the keeper goes on
+    const r = await runKeeperJob(c, { script: 'id -u; printf "%s|" "$@"; printf "\\377\\000\\n"; echo err >&2; exit 3', args: ['a b', '', 'c'], timeoutSeconds: 10 });
+    expect(r).toEqual({ exitCode: 3, stdout: Buffer.from('0\na b||c|\xff\x00\n', 'latin1'), stderr: 'err\n' });
+    // past its time limit the script is killed (timeout -s KILL: 137), and the keeper goes on
     expect(await runKeeperJob(c, { script: 'sleep 30', args: [], timeoutSeconds: 1 })).toMatchObject({ exitCode: 137 });
-    expect((await runKeeperJob(c, { script: 'echo alive', args: [], timeoutSeconds: 5 }))?.stdout.toString()).toBe('alive\n');
-    // the agent can neither read the answers nor leave a request
-    const seen = await run(fast, F, 'ls /grade/floe-job.done 2>&1; mkdir /grade/floe-job 2>&1; echo rc=$?');
+    // a job whose output looks like an answer cannot pass for one
+    expect((await runKeeperJob(c, { script: 'echo "FLOE-JOB 00 0 1 0"; echo x; echo alive', args: [], timeoutSeconds: 5 }))?.stdout.toString()).toBe('FLOE-JOB 00 0 1 0\nx\nalive\n');
+    // the agent can neither read /grade nor leave a request there
+    const seen = await run(fast, F, 'ls /grade 2>&1; mkdir /grade/floe-job 2>&1; echo rc=$?');
     expect(seen).toMatch(/Permission denied[\s\S]*Permission denied[\s\S]*rc=1/);
+    // a final job that fails leaves the keeper running; one that succeeds ends the container
+    expect(await runKeeperJob(c, { script: 'exit 20', args: [], timeoutSeconds: 5, final: true })).toMatchObject({ exitCode: 20 });
+    expect((await c.inspect()).State.Running).toBe(true);
+    expect(await runKeeperJob(c, { script: 'echo bye', args: [], timeoutSeconds: 5, final: true })).toMatchObject({ exitCode: 0 });
+    for (let i = 0; i < 40 && (await c.inspect()).State.Running; i++) await new Promise((res) => setTimeout(res, 50));
+    expect((await c.inspect()).State.Running).toBe(false);
     // a keeper that takes no jobs gives no answer: null, for the caller's exec path
     const L = await create(legacy);
     expect(await runKeeperJob(docker.getContainer(L), { script: 'echo x', args: [], timeoutSeconds: 0 })).toBeNull();

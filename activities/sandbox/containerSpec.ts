@@ -60,8 +60,8 @@ export interface ContainerSpec {
   /** The keeper takes root's jobs without an exec (keeper.ts; the fast path). */
   keeperJobs?: boolean;
   /** Instead of the keeper, the container's own first process (the fast grader: its test run
-   *  is PID 1, so it needs no exec). Its output is read by attaching (no log is kept); it must
-   *  wait for whatever it needs from `content` (the caller signals when all of it is in). */
+   *  is PID 1, so it needs no exec). Its stdin stays open for an attach, and its output is read
+   *  by attaching (no log is kept); it must wait for a word on stdin before it uses `content`. */
   main?: { user: string; env: string[]; cmd: string[] };
 }
 
@@ -99,7 +99,10 @@ export async function startLockedContainer(docker: Docker, spec: ContainerSpec):
     Cmd: [],
     Labels: spec.keeperJobs && !spec.main ? { ...spec.labels, [KEEPER_LABEL]: KEEPER_JOBS } : spec.labels,
     Env: spec.main?.env ?? ['LANG=C.UTF-8'],
-    HostConfig: spec.main ? { ...sandboxHostConfig(spec), LogConfig: { Type: 'none', Config: {} } } : sandboxHostConfig(spec),
+    // a first process reads its go line from an attached stdin, closed when the attach ends
+    ...(spec.main ? { OpenStdin: true, StdinOnce: true, AttachStdin: true, AttachStdout: true, AttachStderr: true } : {}),
+    // what a first process or a keeper with jobs prints is read by attaching: no log is kept
+    HostConfig: spec.main || spec.keeperJobs ? { ...sandboxHostConfig(spec), LogConfig: { Type: 'none', Config: {} } } : sandboxHostConfig(spec),
   }).catch((err: unknown) => {
     // an image that is not on this host will not appear on retry (the run's preflight pulls)
     if (isNoSuchImage(err)) throw ApplicationFailure.nonRetryable(`task image ${spec.image} is not on this sandbox host; ${imageLoadHint(spec.image)}`, 'ImagesMissing');

@@ -33,29 +33,3 @@ export function tarArchive(entries: TarEntry[]): Buffer {
   blocks.push(Buffer.alloc(1024));
   return Buffer.concat(blocks);
 }
-
-/** The regular files of a tar archive (a container's getArchive), by name, with any leading
- *  folder left on; pax headers are skipped, ustar's name prefix honoured. */
-export function readTarFiles(archive: Buffer): Map<string, Buffer> {
-  const files = new Map<string, Buffer>();
-  const field = (h: Buffer, at: number, len: number) => h.subarray(at, at + len).toString('utf8').replace(/\0.*$/s, '');
-  let at = 0;
-  let paxName: string | null = null;
-  while (at + 512 <= archive.length) {
-    const h = archive.subarray(at, at + 512);
-    if (h.every((b) => b === 0)) break;
-    const size = parseInt(field(h, 124, 12).trim() || '0', 8);
-    const type = String.fromCharCode(h[156] || 0x30);
-    const prefix = h.subarray(257, 263).toString('latin1').startsWith('ustar') ? field(h, 345, 155) : '';
-    const name = paxName ?? (prefix ? `${prefix}/${field(h, 0, 100)}` : field(h, 0, 100));
-    const data = archive.subarray(at + 512, at + 512 + size);
-    at += 512 + Math.ceil(size / 512) * 512;
-    if (type === 'x') {
-      paxName = /(?:^|\n)\d+ path=([^\n]*)\n/.exec(data.toString('utf8'))?.[1] ?? null;
-      continue;
-    }
-    paxName = null;
-    if (type === '0' || type === '\0' || type === '7') files.set(name.replace(/^\.\//, ''), Buffer.from(data));
-  }
-  return files;
-}
