@@ -36,8 +36,9 @@ export interface SandboxOptions {
   pipeline?: SandboxPipeline;
 }
 
-/** 'fast' (the default): fewer container round trips per rollout and per grading (setup
- *  steps joined into one exec each, the diff in one exec, the harness a long-lived process).
+/** 'fast' (the default): fewer container round trips per rollout and per grading (a directory
+ *  source's repository put in by archive, the diff a job of the keeper without an exec, the
+ *  grader's test run its first process, the harness a long-lived process).
  *  'legacy': the path before it, step by step (kept for bench/throughput.ts, which measures
  *  both side by side). Both keep every isolation rule: a fresh container per rollout and per
  *  grading, no network, every limit. FLOE_SANDBOX_PIPELINE=legacy selects it for a worker. */
@@ -102,7 +103,8 @@ function baseFileTar(baseCommit: string): Buffer {
   return tarArchive([{ name: BASE_FILE.split('/').pop()!, type: 'file', mode: 0o644, uid: 0, gid: 0, data: Buffer.from(`${baseCommit}\n`) }]);
 }
 
-/** The fast path's diff in one exec, as root, where root can tell that the agent's check and
+/** The fast path's diff in one step, as root (a keeper job; an exec where the sandbox's keeper
+ *  takes no jobs), where root can tell that the agent's check and
  *  chmod (DIFF_CHECK) would pass and change nothing git sees: the repository and its .git are
  *  there, .git/config is the one the sandbox was made with (AGENT_CONFIG_COPY), the base commit
  *  is among .git's objects, every file and folder is readable by root as it stands, and no file
