@@ -293,12 +293,11 @@ describe('VllmAdapter against the vLLM double', () => {
     // running requests hold blocks: vLLM refuses the reset (success false)
     expect((await raw(d.url, '/reset_prefix_cache', '')).json).toEqual({ success: false });
     const text = (await raw(d.url, '/metrics')).text;
-    // both requests are in flight, in vLLM's families and labels; the backend may have one
-    // queued for its next step at this read (a loaded CI machine once read running 1,
-    // waiting 1), so the test reads the two gauges' sum
+    // both requests are in flight, in vLLM's families and labels; the backend may have either
+    // queued for its next step at this read (loaded CI machines read running 1, waiting 1 and
+    // running 0, waiting 2), so the test reads the two gauges' sum
     const gauge = (name: string) => Number(new RegExp(`^vllm:${name}\\{engine="0",model_name="floe-tiny"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
     expect(gauge('num_requests_running') + gauge('num_requests_waiting')).toBe(2);
-    expect(gauge('num_requests_running')).toBeGreaterThanOrEqual(1);
     expect(text).not.toMatch(/floe_engine_/);
     await vllm.pause();
     expect((await a).finishReason).toBe('abort');

@@ -132,11 +132,26 @@ export async function startLockedContainer(docker: Docker, spec: ContainerSpec):
   }
 }
 
+/** Remove a container, running or not. One whose first process has just ended (a grader's
+ *  test run, a keeper's final job) is still being cleaned up by podman for a moment and
+ *  refuses removal meanwhile ("container state improper"): that is retried, never taken for
+ *  "gone". Returns when the container is gone. */
 export async function removeContainer(container: Docker.Container): Promise<void> {
-  try {
-    await container.remove({ force: true, v: true });
-  } catch (err) {
-    if (!isNoSuchContainer(err) && !/removal of container .* is already in progress/i.test((err as Error).message)) throw err;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await container.remove({ force: true, v: true });
+      return;
+    } catch (err) {
+      const e = err as { statusCode?: number; message?: string };
+      const msg = e.message ?? '';
+      if (e.statusCode === 404 || /no such container/i.test(msg)) return;
+      if (/removal of container .* is already in progress/i.test(msg)) return;
+      if (attempt < 30 && /container state improper|is not running|stopping|cleaning up/i.test(msg)) {
+        await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
+        continue;
+      }
+      throw err;
+    }
   }
 }
 

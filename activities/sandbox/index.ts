@@ -164,15 +164,13 @@ export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
 
   const pipeline = opts.pipeline ?? pipelineFromEnv();
 
-  /** `last`: the sandbox is removed next (takeDiffAndDestroy): a keeper job that succeeds ends
-   *  the container itself. */
-  async function extractDiff(input: { containerId: string; maxBytes: number; last?: boolean }): Promise<{ diff: string; bytes: number; truncated: boolean }> {
+  async function extractDiff(input: { containerId: string; maxBytes: number }): Promise<{ diff: string; bytes: number; truncated: boolean }> {
     const c = container(input.containerId);
     try {
       const { repoDir, keeperJobs } = await labelsOf(input.containerId);
       // fast, and a keeper that takes jobs: the same one-step diff as root, without an exec
       const job = pipeline === 'fast' && keeperJobs
-        ? await runKeeperJob(c, { script: DIFF_ONE_EXEC(), args: [String(input.maxBytes), repoDir], timeoutSeconds: 120, final: input.last === true })
+        ? await runKeeperJob(c, { script: DIFF_ONE_EXEC(), args: [String(input.maxBytes), repoDir], timeoutSeconds: 120 })
         : null;
       if (job) {
         const bytes = Number(/^(\d+)\s*$/m.exec(job.stderr)?.[1]);
@@ -248,7 +246,7 @@ export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
      *  removed whatever happened (as destroySandbox). */
     async takeDiffAndDestroy(input: { containerId: string; maxBytes: number }): Promise<{ diff: string; bytes: number; truncated: boolean }> {
       try {
-        return await extractDiff({ ...input, last: true });
+        return await extractDiff(input);
       } finally {
         labelled.delete(input.containerId);
         await removeContainer(container(input.containerId));

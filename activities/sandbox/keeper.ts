@@ -24,11 +24,12 @@ const SIGNALS = 'HUP INT QUIT TERM USR1 USR2 PIPE ALRM';
 const HEADER = 'FLOE-JOB';
 
 /** The keeper that takes jobs. A job is a folder JOB_DIR with `script`, `args` (one a line),
- *  `secs`, `id`, optionally `final`, and, last in the archive, `ready`. The keeper moves it
- *  aside, runs the script as root under `timeout -s KILL` (signals back to their defaults),
- *  and prints `FLOE-JOB <id> <rc> <stdout bytes> <stderr bytes>`, a newline, then the
- *  script's stdout and stderr. A final job that succeeded ends the keeper, and so the
- *  container: nothing is left to kill when it is removed. */
+ *  `secs`, `id` and, last in the archive, `ready`. The keeper moves it aside, runs the script
+ *  as root under `timeout -s KILL` (signals back to their defaults), and prints
+ *  `FLOE-JOB <id> <rc> <stdout bytes> <stderr bytes>`, a newline, then the script's stdout and
+ *  stderr. It never ends by itself: the container is removed running, as before keeper jobs
+ *  (a keeper that exited after the last job left its container exiting while podman cleaned
+ *  it up, and 22 sandboxes outlived the test suite in CI). */
 export const KEEPER_WITH_JOBS = `trap "" ${SIGNALS}
 J=${JOB_DIR}
 if mkfifo -m 600 /run/floe-keeper.fifo 2>/dev/null && exec 9<>/run/floe-keeper.fifo; then
@@ -47,18 +48,17 @@ while :; do
     floe_sizes=$(stat -c %s $J.run/out $J.run/err)
     printf '${HEADER} %s %s %s\\n' "$floe_id" "$floe_rc" "\${floe_sizes//$'\\n'/ }"
     cat $J.run/out $J.run/err
-    [ "$floe_rc" = 0 ] && [ -f $J.run/final ] && exit 0
   fi
   floe_nap
 done`;
 
 export interface KeeperJobResult { exitCode: number; stdout: Buffer; stderr: string }
 
-/** Run a bash script as root through the keeper. `final`: the container's last job — when it
- *  succeeds (exit 0) the keeper ends, and the container with it. null: no answer within
- *  timeoutSeconds + 5 s (a keeper that takes no jobs, or one that is stuck); the caller then
- *  uses an exec. Throws what the container engine throws (the container is gone, say). */
-export async function runKeeperJob(container: Docker.Container, job: { script: string; args: string[]; timeoutSeconds: number; final?: boolean }): Promise<KeeperJobResult | null> {
+/** Run a bash script as root through the keeper. null: no answer within timeoutSeconds + 5 s
+ *  (a keeper that takes no jobs, or one that is stuck), or the container ended first; the
+ *  caller then uses an exec. Throws what the container engine throws (the container is gone,
+ *  say). */
+export async function runKeeperJob(container: Docker.Container, job: { script: string; args: string[]; timeoutSeconds: number }): Promise<KeeperJobResult | null> {
   if (job.args.some((a) => a.includes('\n'))) throw new Error(`a keeper job's arguments are one a line: ${JSON.stringify(job.args)}`);
   const id = crypto.randomBytes(8).toString('hex');
   const file = (name: string, data: string) => ({ name: `floe-job/${name}`, type: 'file' as const, mode: 0o600, uid: 0, gid: 0, data: Buffer.from(data, 'utf8') });
@@ -68,7 +68,7 @@ export async function runKeeperJob(container: Docker.Container, job: { script: s
     await container.putArchive(tarArchive([
       { name: 'floe-job/', type: 'dir', mode: 0o700, uid: 0, gid: 0 },
       file('script', job.script), file('args', job.args.map((a) => `${a}\n`).join('')),
-      file('secs', `${job.timeoutSeconds}\n`), file('id', `${id}\n`), ...(job.final ? [file('final', '')] : []), file('ready', ''),
+      file('secs', `${job.timeoutSeconds}\n`), file('id', `${id}\n`), file('ready', ''),
     ]), { path: '/grade' });
     return await answer;
   } finally {
