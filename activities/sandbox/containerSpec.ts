@@ -27,7 +27,6 @@ import { KEEPER, KEEPER_JOBS, KEEPER_LABEL, KEEPER_WITH_JOBS } from './keeper.js
 
 const MiB = 1024 * 1024;
 
-
 /** The container is gone, or stopped for good (its keeper died): a retry cannot help. */
 export function isNoSuchContainer(err: unknown): boolean {
   const e = err as { statusCode?: number; message?: string };
@@ -132,8 +131,8 @@ export async function startLockedContainer(docker: Docker, spec: ContainerSpec):
   }
 }
 
-/** Remove a container, running or not. One whose first process has just ended (a grader's
- *  test run, a keeper's final job) is still being cleaned up by podman for a moment and
+/** Remove a container, running or not. One whose first process has just ended (a fast
+ *  grader's test run) may still be being cleaned up by podman for a moment and
  *  refuses removal meanwhile ("container state improper"): that is retried, never taken for
  *  "gone". Returns when the container is gone. */
 export async function removeContainer(container: Docker.Container): Promise<void> {
