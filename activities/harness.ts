@@ -31,6 +31,10 @@ export interface HarnessVerdict {
   logComplete: boolean;
 }
 
+/** A candidate wrong patch: its kind (hunk_subset, symbol_only, mutation), what it changes, and
+ *  its diff against the base. */
+export interface AuditCandidate { id: string; kind: string; description: string; path: string; diff: string }
+
 export class Harness implements HarnessApi {
   constructor(private readonly python: string) {}
 
@@ -109,6 +113,16 @@ export class HarnessServer implements HarnessApi {
     return this.call<HarnessVerdict>('parse', req);
   }
 
+  /** The data audit's plausible wrong patches for a gold patch (floe_harness/audit_candidates.py). */
+  candidates(req: { files: Record<string, { base: string | null; gold: string }>; limit: number }): Promise<{ candidates: AuditCandidate[]; seeds: unknown[] }> {
+    return this.call<{ candidates: AuditCandidate[]; seeds: unknown[] }>('candidates', req);
+  }
+
+  /** Stronger tests from the gold patch's behaviour (floe_harness/strengthen.py). */
+  strengthen(req: { gold1: unknown; gold2: unknown; testPatch: string }): Promise<{ testPatch: string | null; tests?: string[]; checks?: number; reason?: string }> {
+    return this.call('strengthen', req);
+  }
+
   /** Stop the process (a later call starts a new one). */
   close(): void {
     this.child?.stdin.end();
@@ -158,7 +172,7 @@ export class HarnessServer implements HarnessApi {
     return child;
   }
 
-  private call<T>(cmd: 'plan' | 'parse', req: unknown): Promise<T> {
+  private call<T>(cmd: 'plan' | 'parse' | 'candidates' | 'strengthen', req: unknown): Promise<T> {
     const child = this.child ?? this.start();
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {

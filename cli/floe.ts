@@ -37,7 +37,10 @@ usage:
                                                           inference server, with the flag that fixes it
   floe tasks check <rows.jsonl|toy> [--layout L] [--pull] [--json]
                                                           a pool before a run: bad rows, each row's layout
-                                                          and image, and which images are missing here`;
+                                                          and image, and which images are missing here
+  floe audit <rows.jsonl|toy> [--tasks a,b] [--limit N] [--concurrency 2] [--max-candidates 200] [--layout L]
+                                                          the data audit: standard validation and a search for
+                                                          wrong patches the tests accept; resumable (run it again)`;
 
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
@@ -115,6 +118,23 @@ async function main(argv: string[]): Promise<number> {
       if (layout !== 'auto' && !(TASK_LAYOUTS as readonly string[]).includes(layout)) throw new UsageError(`unknown layout '${layout}' (auto, swe-bench, swe-gym, swe-rebench or r2e-gym)`);
       const { checkTasks } = await import('./tasks.js');
       return checkTasks(s, { source, layout: layout as TaskLayout | 'auto', pull: flag(p, 'pull') === 'true', json: flag(p, 'json') === 'true' });
+    }
+    case 'audit': {
+      const p = parseArgs(rest, { layout: 'value', tasks: 'value', limit: 'value', concurrency: 'value', 'max-candidates': 'value' });
+      const source = p.positional[0];
+      if (!source) throw new UsageError('usage: floe audit <rows.jsonl|toy> [--tasks a,b] [--limit N] [--concurrency 2] [--max-candidates 200] [--layout auto|swe-bench|swe-gym|swe-rebench|r2e-gym]');
+      const num = (name: string, d: number) => {
+        const v = flag(p, name);
+        const n = v === undefined ? d : Number(v);
+        if (!Number.isInteger(n) || n < (name === 'limit' ? 0 : 1)) throw new UsageError(`--${name} must be a whole number${name === 'limit' ? ' ≥ 0' : ' ≥ 1'} (got '${v}')`);
+        return n;
+      };
+      await up(s);
+      const { runAudit } = await import('./audit.js');
+      return runAudit(s, {
+        source, layout: (flag(p, 'layout') ?? 'auto') as TaskLayout | 'auto', include: (flag(p, 'tasks') ?? '').split(',').filter(Boolean),
+        limit: num('limit', 0), concurrency: num('concurrency', 2), maxCandidates: num('max-candidates', 200),
+      });
     }
     case undefined:
     case 'help':

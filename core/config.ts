@@ -36,6 +36,10 @@ export const RunConfigSchema = z.strictObject({
     /** Drop tasks whose tests are known to accept a wrong patch (data audit / metadata). */
     excludeLooseTests: z.boolean().default(true),
     onBadRow: z.enum(['skip', 'fail']).default('fail'),
+    /** Train on a data audit's version of the dataset (`floe audit`, table task_audits):
+     *  'original', 'curated' (only the tasks that passed) or 'strengthened' (those plus the
+     *  tasks that accepted a wrong patch, with the audit's stronger tests). Absent: no audit. */
+    audit: z.strictObject({ id: z.string().min(1), use: z.enum(['original', 'curated', 'strengthened']) }).optional(),
   }).prefault({}),
   policy: z.strictObject({
     /** 'tiny' (the byte-level policy), or 'hf:<config.json | model folder | model_type:k=v,…>'. */

@@ -70,7 +70,7 @@ export function loadToySuite(opts: { onBadRow: OnBadRow; dir?: string }): LoadRe
   return finish(tasks, errors, opts.onBadRow);
 }
 
-export interface PoolSelection { source: string; layout?: TaskLayout | 'auto'; include: string[]; limit: number; excludeLooseTests: boolean; onBadRow: OnBadRow }
+export interface PoolSelection { source: string; layout?: TaskLayout | 'auto'; include: string[]; limit: number; excludeLooseTests: boolean; onBadRow: OnBadRow; /** Applied by the loadTaskPool activity (core/dataAudit.ts applyAudit). */ audit?: { id: string; use: 'original' | 'curated' | 'strengthened' } }
 
 /** The tasks a run trains on, in a stable order. */
 export function selectTasks(sel: PoolSelection): LoadResult {

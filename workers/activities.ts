@@ -10,6 +10,8 @@ import { Renderers } from '../activities/renderer.js';
 import { repoRoot } from '../infra/settings.js';
 import { createSandboxActivities, startSandboxReaper, workerIdentity } from '../activities/sandbox/index.js';
 import { createGradingActivities } from '../activities/grading.js';
+import { createAuditSearchActivities } from '../activities/auditSearch.js';
+import { createDataAuditActivities } from '../activities/dataAudit.js';
 import { createTrainingActivities } from '../activities/training.js';
 import { createGpuActivities } from '../activities/gpu.js';
 import path from 'node:path';
@@ -33,6 +35,7 @@ export function controlActivities(s: Settings) {
     ...createAuditActivities(pool),
     ...createGenerateActivities(pool, new LiveRouter(), renderers(s)),
     ...createTrainingActivities(pool),
+    ...createDataAuditActivities(pool),
   };
 }
 
@@ -40,7 +43,7 @@ export function controlActivities(s: Settings) {
 export function sandboxActivities(s: Settings, host: string) {
   const docker = dockerFromSettings(s);
   const opts = { host, image: sandboxImageTag(s), workerId: workerIdentity(), harnessPython: s.harness.bin };
-  return { ...createSandboxActivities(docker, opts), ...createGradingActivities(docker, opts) };
+  return { ...createSandboxActivities(docker, opts), ...createGradingActivities(docker, opts), ...createAuditSearchActivities(docker, opts) };
 }
 
 /** Remove containers that crashed workers left behind, now and every few minutes. */

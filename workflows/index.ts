@@ -5,3 +5,4 @@ export { rewardGate } from './rewardGate.js';
 export { weightUpdate } from './weightUpdate.js';
 export { eviction } from './eviction.js';
 export { evaluation } from './evaluation.js';
+export { dataAudit, auditRun } from './dataAudit.js';

@@ -114,7 +114,7 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
 
   if (!input.carried) {
     await db.recordRunStart({ runId, workflowId: workflowInfo().workflowId, name: config.name, config });
-    const pool = await taskActs.loadTaskPool({ source: config.tasks.source, layout: config.tasks.layout, include: config.tasks.include, limit: config.tasks.limit, excludeLooseTests: config.tasks.excludeLooseTests, onBadRow: config.tasks.onBadRow });
+    const pool = await taskActs.loadTaskPool({ source: config.tasks.source, layout: config.tasks.layout, include: config.tasks.include, limit: config.tasks.limit, excludeLooseTests: config.tasks.excludeLooseTests, onBadRow: config.tasks.onBadRow, ...(config.tasks.audit ? { audit: config.tasks.audit } : {}) });
     // (histories recorded before the preflight have no images in the pool's answer)
     if (pool.images?.length) {
       // every task image is on the sandbox host (or pulled) before any rollout starts

@@ -4,6 +4,12 @@ plan  {"task": <floe Task>, "baseCommit": sha, "repoDir": path, "stageDir": path
       -> {"harness": "swebench"|"r2e-gym"|"pytest", "script": bash, "parser": name, "testCommand": str}
 parse {"task": <floe Task>, "harness": name, "log": text}
       -> {"statuses": {test: status}, "tests": [{"id", "group", "outcome"}], "resolved": bool, "logComplete": bool}
+candidates {"files": {path: {"base": text, "gold": text}}, "limit": n}
+      -> {"candidates": [{"id", "kind", "description", "path", "diff"}], "seeds": [constants]}:
+      the data audit's plausible wrong patches (audit_candidates.py)
+strengthen {"gold1": trace, "gold2": trace, "testPatch": diff}
+      -> {"testPatch": diff|null, "tests": [ids], "checks": n, "reason"?}: stronger tests from the
+      gold patch's behaviour (strengthen.py)
 
 Which harness grades a task: R2E-Gym rows by R2E-Gym's rules; floe's toy suite by the pytest
 runner; SWE-bench-family rows by the swebench package when its tables cover the repository and
@@ -70,7 +76,15 @@ def answer(cmd: str, req: dict[str, Any]) -> Any:
         return plan(req)
     if cmd == "parse":
         return parse(req)
-    raise ValueError(f"unknown command {cmd!r} (plan, parse, which)")
+    if cmd == "candidates":
+        from floe_harness.audit_candidates import candidates, seeds
+
+        return {"candidates": candidates(req["files"], int(req.get("limit", 200))), "seeds": seeds(req["files"])}
+    if cmd == "strengthen":
+        from floe_harness.strengthen import strengthen
+
+        return strengthen(req["gold1"], req["gold2"], req["testPatch"])
+    raise ValueError(f"unknown command {cmd!r} (plan, parse, which, candidates, strengthen)")
 
 
 def serve(stdin: Any = None, stdout: Any = None) -> int:

@@ -1,0 +1,111 @@
+import type { Task } from './taskModel.js';
+import type { GradeResult } from './sandboxPolicy.js';
+
+/** The data audit's rules (workflows/dataAudit.ts runs them): a task is audited blind to its
+ *  labels; it must pass the standard validation (FAIL_TO_PASS fail and PASS_TO_PASS pass before
+ *  the gold patch, everything passes after it); it fails the audit when a candidate patch that
+ *  behaves differently from the gold patch passes all its tests. */
+
+/** The row as the audit may see it: the toy suite's `floe.loose_tests` and `floe.wrong_patch`
+ *  (and the gold trajectory) exist to score the audit, never to feed it. */
+export function blindTask(task: Task): Task {
+  return { ...task, looseTests: null, wrongPatch: null, solution: null };
+}
+
+export interface Validation { ok: boolean; problems: string[] }
+
+/** FAIL_TO_PASS fail and PASS_TO_PASS pass before the gold patch (`base`: the empty diff
+ *  graded); all pass after it (`gold`). */
+export function standardValidation(task: Pick<Task, 'failToPass' | 'passToPass'>, base: GradeResult, gold: GradeResult): Validation {
+  const problems: string[] = [];
+  const outcome = (g: GradeResult, id: string) => g.tests.find((t) => t.id === id)?.outcome ?? 'missing';
+  if (base.applyError) problems.push(`before the gold patch: ${base.applyError}`);
+  if (gold.applyError) problems.push(`the gold patch: ${gold.applyError}`);
+  if (base.timedOut || gold.timedOut) problems.push('the tests timed out');
+  const passedAtBase = task.failToPass.filter((id) => outcome(base, id) === 'passed');
+  if (passedAtBase.length) problems.push(`FAIL_TO_PASS tests already pass before the gold patch: ${passedAtBase.join(', ')}`);
+  const failedAtBase = task.passToPass.filter((id) => outcome(base, id) !== 'passed');
+  if (failedAtBase.length) problems.push(`PASS_TO_PASS tests do not pass before the gold patch: ${failedAtBase.map((id) => `${id} (${outcome(base, id)})`).join(', ')}`);
+  const failedWithGold = [...task.failToPass, ...task.passToPass].filter((id) => outcome(gold, id) !== 'passed');
+  if (failedWithGold.length) problems.push(`tests do not pass with the gold patch: ${failedWithGold.map((id) => `${id} (${outcome(gold, id)})`).join(', ')}`);
+  else if (!gold.passed) problems.push("the harness does not count the gold patch as resolved");
+  return { ok: problems.length === 0, problems };
+}
+
+/** What diffcheck.py prints for one tree: per variant of a test (key), the calls it made into the
+ *  changed code, with results. */
+export interface BehaviourTrace { variants: Record<string, unknown[]>; importError: string | null }
+
+export interface BehaviourDifference { variant: string; gold: unknown[]; candidate: unknown[] | null }
+
+/** The first variant on which the candidate's calls differ from the gold patch's, among the
+ *  variants where two runs of the gold patch agree (what is not deterministic is no evidence).
+ *  null: no difference seen — the candidate may be an equivalent change. */
+export function behaviourDifference(gold1: BehaviourTrace, gold2: BehaviourTrace, candidate: BehaviourTrace): BehaviourDifference | null {
+  if (gold1.importError !== null || gold2.importError !== null) return null;
+  for (const [variant, events] of Object.entries(gold1.variants)) {
+    const again = gold2.variants[variant];
+    if (again === undefined || JSON.stringify(again) !== JSON.stringify(events) || events.length === 0) continue;
+    const cand = candidate.variants[variant];
+    if (candidate.importError !== null || cand === undefined || JSON.stringify(cand) !== JSON.stringify(events)) {
+      return { variant, gold: events, candidate: cand ?? null };
+    }
+  }
+  return null;
+}
+
+export type AuditStatus = 'invalid' | 'flagged' | 'passed';
+
+/** A task's audit outcome: invalid (fails the standard validation), flagged (a wrong patch
+ *  passes its tests), passed. */
+export function auditStatus(validation: Validation, wrongPatchesFound: number): AuditStatus {
+  if (!validation.ok) return 'invalid';
+  return wrongPatchesFound > 0 ? 'flagged' : 'passed';
+}
+
+export interface AuditRowSummary { taskId: string; status: AuditStatus; strengthened: boolean }
+
+/** The published table: audited, passing the standard validation, accepting a wrong patch,
+ *  strengthened, curated (kept: passed, or flagged and strengthened). */
+export function auditTable(rows: readonly AuditRowSummary[]): { audited: number; valid: number; acceptWrongPatch: number; strengthened: number; curated: number } {
+  const valid = rows.filter((r) => r.status !== 'invalid');
+  const flagged = valid.filter((r) => r.status === 'flagged');
+  const strengthened = flagged.filter((r) => r.strengthened);
+  return { audited: rows.length, valid: valid.length, acceptWrongPatch: flagged.length, strengthened: strengthened.length, curated: valid.length - flagged.length + strengthened.length };
+}
+
+/** The audit scored against labels it never saw (the toy suite's `floe.loose_tests`): loose
+ *  tasks flagged, sound tasks flagged (false alarms). */
+export function scoreAgainstLabels(rows: readonly AuditRowSummary[], looseOf: (taskId: string) => boolean | null): { loose: number; looseFlagged: number; sound: number; soundFlagged: number; missed: string[]; falseAlarms: string[] } {
+  const labelled = rows.filter((r) => looseOf(r.taskId) !== null && r.status !== 'invalid');
+  const loose = labelled.filter((r) => looseOf(r.taskId) === true);
+  const sound = labelled.filter((r) => looseOf(r.taskId) === false);
+  return {
+    loose: loose.length,
+    looseFlagged: loose.filter((r) => r.status === 'flagged').length,
+    sound: sound.length,
+    soundFlagged: sound.filter((r) => r.status === 'flagged').length,
+    missed: loose.filter((r) => r.status !== 'flagged').map((r) => r.taskId),
+    falseAlarms: sound.filter((r) => r.status === 'flagged').map((r) => r.taskId),
+  };
+}
+
+/** Which version of an audited dataset a run trains on (run config tasks.audit.use):
+ *  'original' — every task as its row has it; 'curated' — only tasks that passed the audit;
+ *  'strengthened' — those, plus the tasks that accepted a wrong patch, with the stronger tests
+ *  the audit kept for them. Tasks that fail the standard validation are dropped by the last two. */
+export type AuditedVersion = 'original' | 'curated' | 'strengthened';
+
+export interface AuditedTask { status: AuditStatus; strengthened: { testPatch: string; failToPass: string[] } | null }
+
+export function applyAudit(tasks: readonly Task[], audited: ReadonlyMap<string, AuditedTask>, use: AuditedVersion, auditId: string): Task[] {
+  const missing = tasks.filter((t) => !audited.has(t.instanceId)).map((t) => t.instanceId);
+  if (missing.length) throw new Error(`tasks.audit: audit ${auditId} has no result for ${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ` and ${missing.length - 5} more` : ''}; run \`floe audit\` on this dataset to the end first`);
+  if (use === 'original') return [...tasks];
+  return tasks.flatMap((t) => {
+    const a = audited.get(t.instanceId)!;
+    if (a.status === 'passed') return [t];
+    if (a.status === 'flagged' && use === 'strengthened' && a.strengthened) return [{ ...t, testPatch: a.strengthened.testPatch, failToPass: a.strengthened.failToPass }];
+    return [];
+  });
+}
