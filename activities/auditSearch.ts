@@ -78,9 +78,13 @@ export function auditTargets(task: Pick<Task, 'patch' | 'testPatch'>): string[] 
   return patchFiles(task.patch).filter((f) => !f.isDeleted && f.path.endsWith('.py') && !tests.has(f.path)).map((f) => f.path);
 }
 
-/** The test files named by FAIL_TO_PASS and PASS_TO_PASS ids of the pytest form (`path::name`). */
-export function auditTestFiles(task: Pick<Task, 'failToPass' | 'passToPass'>): string[] {
-  return [...new Set([...task.failToPass, ...task.passToPass].filter((id) => id.includes('::')).map((id) => id.split('::')[0]))].sort();
+/** The test files the differential check runs: those FAIL_TO_PASS and PASS_TO_PASS ids name
+ *  (the pytest form, `path::name`) and the Python files the test patch writes (ids of other
+ *  forms, as django's and sympy's, do not name their file). */
+export function auditTestFiles(task: Pick<Task, 'failToPass' | 'passToPass' | 'testPatch'>): string[] {
+  const named = [...task.failToPass, ...task.passToPass].filter((id) => id.includes('::')).map((id) => id.split('::')[0]);
+  const patched = patchFiles(task.testPatch).filter((f) => !f.isDeleted && f.path.endsWith('.py')).map((f) => f.path);
+  return [...new Set([...named, ...patched])].sort();
 }
 
 export async function searchWrongPatches(docker: Docker, opts: { image: string; host: string; workerId: string; harnessPython: string }, input: SearchInput): Promise<SearchResult> {
@@ -132,7 +136,7 @@ export async function searchWrongPatches(docker: Docker, opts: { image: string; 
     /** Stronger tests (floe_harness/strengthen.py), kept only when, run here by the task's own
      *  harness, they pass on the gold patch and fail on every wrong patch found. */
     const strengthen = async (gold: [BehaviourTrace, BehaviourTrace], wrong: CandidateOutcome[]): Promise<Strengthened> => {
-      const s = await harness.strengthen({ gold1: gold[0], gold2: gold[1], testPatch: task.testPatch });
+      const s = await harness.strengthen({ gold1: gold[0], gold2: gold[1], testPatch: task.testPatch, first: wrong.map((w) => w.difference!.variant) });
       if (!s.testPatch || !s.tests) return { testPatch: null, failToPass: [], checks: 0, reason: s.reason ?? 'no tests written' };
       const stronger: Task = { ...task, testPatch: s.testPatch, failToPass: [...task.failToPass, ...s.tests] };
       const plan2 = await harness.plan({ task: stronger, baseCommit, repoDir, stageDir: STAGE });
@@ -174,7 +178,7 @@ export async function searchWrongPatches(docker: Docker, opts: { image: string; 
     const strengthened = wrong.length && goldTraces ? await strengthen(goldTraces, wrong) : null;
     const traceVariants = goldTraces ? Object.keys(goldTraces[0].variants).length : 0;
     const note = !targets.length ? 'the gold patch changes no Python file outside the tests: no differential check'
-      : !testFiles.length ? 'the test ids name no test files (path::name): no differential check'
+      : !testFiles.length ? 'no test file is known (no path::name ids, no Python file in the test patch): no differential check'
         : goldTraces === null ? 'the gold patch could not be traced (diffcheck.py printed no result)' : null;
     return { candidates: candidates.length, outcomes, traceVariants, note, strengthened };
   } finally {

@@ -119,7 +119,7 @@ export class HarnessServer implements HarnessApi {
   }
 
   /** Stronger tests from the gold patch's behaviour (floe_harness/strengthen.py). */
-  strengthen(req: { gold1: unknown; gold2: unknown; testPatch: string }): Promise<{ testPatch: string | null; tests?: string[]; checks?: number; reason?: string }> {
+  strengthen(req: { gold1: unknown; gold2: unknown; testPatch: string; first: string[] }): Promise<{ testPatch: string | null; tests?: string[]; checks?: number; reason?: string }> {
     return this.call('strengthen', req);
   }
 

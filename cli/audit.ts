@@ -26,11 +26,11 @@ export interface AuditOptions { source: string; layout: TaskLayout | 'auto'; inc
 export function auditIdOf(dataset: string, taskIds: string[], settings: AuditSettings): string {
   const h = crypto.createHash('sha256').update(JSON.stringify({ taskIds: [...taskIds].sort(), settings }));
   // the audit's own code: an audit made by other candidates or checks is another audit
-  for (const f of AUDIT_CODE) h.update(fs.readFileSync(new URL(`../harness/floe_harness/${f}`, import.meta.url)));
+  for (const f of AUDIT_CODE) h.update(fs.readFileSync(new URL(`../${f}`, import.meta.url)));
   return `audit-${dataset.replace(/[^A-Za-z0-9_.-]/g, '_')}-${h.digest('hex').slice(0, 10)}`;
 }
 
-const AUDIT_CODE = ['audit_candidates.py', 'diffcheck.py', 'strengthen.py'];
+const AUDIT_CODE = ['harness/floe_harness/audit_candidates.py', 'harness/floe_harness/diffcheck.py', 'harness/floe_harness/strengthen.py', 'activities/auditSearch.ts'];
 
 /** The settings of an audit run from the CLI: the run config's sandbox defaults. */
 export function auditSettings(maxCandidates: number): AuditSettings {
@@ -74,8 +74,8 @@ export async function runAudit(s: Settings, o: AuditOptions): Promise<number> {
       if (done) break;
       const p = await handle.query(auditProgressQuery).catch(() => null);
       if (!p) continue;
-      const line = `${p.skipped + p.done}/${p.total} done (${p.skipped} from before), ${p.flagged} flagged, ${p.invalid} invalid; running ${p.running.join(', ') || '–'}; ${Math.round((Date.now() - started) / 1000)} s`;
-      if (line !== last) say(line);
+      const line = `${p.skipped + p.done}/${p.total} done (${p.skipped} from before), ${p.flagged} flagged, ${p.invalid} invalid; running ${p.running.join(', ') || '–'}`;
+      if (line !== last) say(`${line}; ${Math.round((Date.now() - started) / 1000)} s`);
       last = line;
     }
     const { table } = await result;

@@ -18,6 +18,8 @@ const dir = path.join(import.meta.dirname, 'fixtures', 'histories');
 const load = (f: string) => ({ workflowId: f.replace(/\.json$/, ''), history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'))) });
 const changed = (name: string) => path.join(import.meta.dirname, 'fixtures', 'changed-workflows', `${name}.ts`);
 /** The training runs recorded with a weight update, an eviction and a continue-as-new. */
+/** An audit of 4 toy tasks (`floe audit`, test/dataAudit.test.ts) and its flagged task. */
+const AUDIT_FIXTURES = ['floe-audit-toy-ab71bc4a51.json', 'floe-audit-toy-ab71bc4a51-toy__c_to_f.json'];
 const RUN_FIXTURES = ['floe-run-loop-test-20261201T162537Z-l02b.json', 'floe-run-continue-as-new-test-20261201T162546Z-18fi.json'];
 
 async function replay(workflowsPath: string, files: string[]): Promise<{ workflowId: string; error: unknown }[]> {
@@ -39,6 +41,14 @@ describe('workflow determinism', () => {
     const children = RUN_FIXTURES.flatMap((f) => (JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as { events: { eventType: string; startChildWorkflowExecutionInitiatedEventAttributes?: { workflowType: { name: string } } }[] }).events)
       .map((e) => e.startChildWorkflowExecutionInitiatedEventAttributes?.workflowType.name ?? e.eventType);
     expect(children).toEqual(expect.arrayContaining(['weightUpdate', 'eviction', 'rollout', 'EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW']));
+  });
+
+  it('the data audit fixtures cover an audit run and a flagged task: validation, search, confirmation, record', () => {
+    const types = (f: string) => (JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as { events: { activityTaskScheduledEventAttributes?: { activityType: { name: string } }; startChildWorkflowExecutionInitiatedEventAttributes?: { workflowType: { name: string } } }[] }).events
+      .map((e) => e.activityTaskScheduledEventAttributes?.activityType.name ?? e.startChildWorkflowExecutionInitiatedEventAttributes?.workflowType.name).filter(Boolean);
+    expect(types(AUDIT_FIXTURES[0])).toEqual(expect.arrayContaining(['finishedTaskAudits', 'dataAudit', 'finishAudit']));
+    // base, gold, the search, the wrong patch graded afresh, then the record
+    expect(types(AUDIT_FIXTURES[1])).toEqual(['getAuditTask', 'gradePatch', 'gradePatch', 'searchWrongPatches', 'gradePatch', 'recordTaskAudit']);
   });
 
   it('negative control: a deliberately changed trainingRun fails replay; the same change behind workflow.patched replays', async () => {

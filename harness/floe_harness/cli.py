@@ -7,7 +7,7 @@ parse {"task": <floe Task>, "harness": name, "log": text}
 candidates {"files": {path: {"base": text, "gold": text}}, "limit": n}
       -> {"candidates": [{"id", "kind", "description", "path", "diff"}], "seeds": [constants]}:
       the data audit's plausible wrong patches (audit_candidates.py)
-strengthen {"gold1": trace, "gold2": trace, "testPatch": diff}
+strengthen {"gold1": trace, "gold2": trace, "testPatch": diff, "first": [variant keys]}
       -> {"testPatch": diff|null, "tests": [ids], "checks": n, "reason"?}: stronger tests from the
       gold patch's behaviour (strengthen.py)
 
@@ -83,7 +83,7 @@ def answer(cmd: str, req: dict[str, Any]) -> Any:
     if cmd == "strengthen":
         from floe_harness.strengthen import strengthen
 
-        return strengthen(req["gold1"], req["gold2"], req["testPatch"])
+        return strengthen(req["gold1"], req["gold2"], req["testPatch"], first=req.get("first"))
     raise ValueError(f"unknown command {cmd!r} (plan, parse, which, candidates, strengthen)")
 
 

@@ -112,7 +112,7 @@ def perturbations(value) -> list:
     if isinstance(value, bool) or value is None:
         return out
     if isinstance(value, int):
-        out = [value + 1, value - 1, 0, -value, 2 * value, value + 10]
+        out = [value + 1, value - 1, 0, -value, 2 * value, value + 10, value - 0.5, value + 0.5]
     elif isinstance(value, float):
         out = [value + 0.5, -value, 0.0, value * 2]
     elif isinstance(value, str):

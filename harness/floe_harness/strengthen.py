@@ -106,13 +106,18 @@ def _literal_call(args_repr: str, kwargs_repr: str) -> str:
     return f"({', '.join(x for x in (a, k) if x)})"
 
 
-def strengthen(gold1: dict[str, Any], gold2: dict[str, Any], test_patch: str, max_checks: int = MAX_CHECKS) -> dict[str, Any]:
+def strengthen(gold1: dict[str, Any], gold2: dict[str, Any], test_patch: str, max_checks: int = MAX_CHECKS, first: list[str] | None = None) -> dict[str, Any]:
     """{"testPatch": the task's test patch plus the new file, "tests": the new test ids,
-    "checks": how many assertions} — or {"testPatch": null, "reason": why not}."""
+    "checks": how many assertions} — or {"testPatch": null, "reason": why not}. ``first``: the
+    variants where a wrong patch was seen to differ, checked before the others (up to
+    ``max_checks`` assertions in all)."""
     per_test: dict[str, list[list[str]]] = {}
     seen: set[str] = set()
     n = 0
-    for key, events in gold1.get("variants", {}).items():
+    variants = gold1.get("variants", {})
+    order = [k for k in dict.fromkeys(first or []) if k in variants] + [k for k in variants if k not in set(first or [])]
+    for key in order:
+        events = variants[key]
         if gold2.get("variants", {}).get(key) != events or "::" not in key:
             continue
         lines = _checks(events)
