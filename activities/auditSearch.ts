@@ -136,6 +136,9 @@ export async function searchWrongPatches(docker: Docker, opts: { image: string; 
     /** Stronger tests (floe_harness/strengthen.py), kept only when, run here by the task's own
      *  harness, they pass on the gold patch and fail on every wrong patch found. */
     const strengthen = async (gold: [BehaviourTrace, BehaviourTrace], wrong: CandidateOutcome[]): Promise<Strengthened> => {
+      // the swebench and R2E-Gym harnesses run the dataset's own test command, which does not
+      // run a new test file: only tasks graded by floe's pytest runner can take one
+      if (plan.harness !== 'pytest') return { testPatch: null, failToPass: [], checks: 0, reason: `the ${plan.harness} harness runs the dataset's own test command, which would not run a new test file` };
       const s = await harness.strengthen({ gold1: gold[0], gold2: gold[1], testPatch: task.testPatch, first: wrong.map((w) => w.difference!.variant) });
       if (!s.testPatch || !s.tests) return { testPatch: null, failToPass: [], checks: 0, reason: s.reason ?? 'no tests written' };
       const stronger: Task = { ...task, testPatch: s.testPatch, failToPass: [...task.failToPass, ...s.tests] };
