@@ -93,10 +93,14 @@ export function scoreAgainstLabels(rows: readonly AuditRowSummary[], looseOf: (t
 /** Which version of an audited dataset a run trains on (run config tasks.audit.use):
  *  'original' — every task as its row has it; 'curated' — only tasks that passed the audit;
  *  'strengthened' — those, plus the tasks that accepted a wrong patch, with the stronger tests
- *  the audit kept for them. Tasks that fail the standard validation are dropped by the last two. */
+ *  the audit kept for them (as tasks of their own: `<id>@<audit id>`). Tasks that fail the
+ *  standard validation are dropped by the last two. */
 export type AuditedVersion = 'original' | 'curated' | 'strengthened';
 
 export interface AuditedTask { status: AuditStatus; strengthened: { testPatch: string; failToPass: string[] } | null }
+
+/** The id of a task with an audit's stronger tests. */
+export const strengthenedId = (taskId: string, auditId: string): string => `${taskId}@${auditId}`;
 
 export function applyAudit(tasks: readonly Task[], audited: ReadonlyMap<string, AuditedTask>, use: AuditedVersion, auditId: string): Task[] {
   const missing = tasks.filter((t) => !audited.has(t.instanceId)).map((t) => t.instanceId);
@@ -105,7 +109,8 @@ export function applyAudit(tasks: readonly Task[], audited: ReadonlyMap<string, 
   return tasks.flatMap((t) => {
     const a = audited.get(t.instanceId)!;
     if (a.status === 'passed') return [t];
-    if (a.status === 'flagged' && use === 'strengthened' && a.strengthened) return [{ ...t, testPatch: a.strengthened.testPatch, failToPass: a.strengthened.failToPass }];
+    // another task (other tests): its own id, so the original row is never overwritten
+    if (a.status === 'flagged' && use === 'strengthened' && a.strengthened) return [{ ...t, instanceId: strengthenedId(t.instanceId, auditId), testPatch: a.strengthened.testPatch, failToPass: a.strengthened.failToPass }];
     return [];
   });
 }

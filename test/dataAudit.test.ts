@@ -102,7 +102,7 @@ describe('the published table, the score against labels, and the versions a run 
     expect(applyAudit(ts, audited, 'original', 'A')).toEqual(ts);
     expect(applyAudit(ts, audited, 'curated', 'A').map((t) => t.instanceId)).toEqual(['toy__bucket_refill']);
     const s = applyAudit(ts, audited, 'strengthened', 'A');
-    expect(s.map((t) => t.instanceId)).toEqual(['toy__c_to_f', 'toy__bucket_refill']);
+    expect(s.map((t) => t.instanceId)).toEqual(['toy__c_to_f@A', 'toy__bucket_refill']);
     expect(s[0]).toMatchObject({ testPatch: 'NEW', failToPass: ['x::y'] });
     expect(() => applyAudit([byId('toy__day_of_year')], audited, 'curated', 'A')).toThrow(/audit A has no result for toy__day_of_year; run `floe audit`/);
   });
@@ -181,6 +181,21 @@ describe('floe audit on toy tasks (real Temporal, Postgres and podman graders)',
       await client.connection.close();
     }
   }, 120_000);
+
+  it('a run config picks the original, curated or strengthened version of the audited tasks', async () => {
+    const { createTaskActivities } = await import('../activities/tasks.js');
+    const acts = createTaskActivities(db);
+    const pool = (use: 'original' | 'curated' | 'strengthened') => acts.loadTaskPool({ source: 'toy', include: TASKS, limit: 0, excludeLooseTests: false, onBadRow: 'fail', audit: { id: auditId, use } });
+    expect((await pool('original')).taskIds.sort()).toEqual([...TASKS].sort());
+    expect((await pool('curated')).taskIds.sort()).toEqual(['toy__bucket_refill', 'toy__join_url']);
+    const strong = (await pool('strengthened')).taskIds.sort();
+    expect(strong).toEqual(['toy__bucket_refill', `toy__c_to_f@${auditId}`, `toy__cart_remove@${auditId}`, 'toy__join_url']);
+    // the strengthened task is a row of its own; the original keeps its tests
+    const { getTask } = await import('../store/tasks.js');
+    expect((await getTask(db, `toy__c_to_f@${auditId}`))!.testPatch).toMatch(/test_floe_strengthened\.py/);
+    expect((await getTask(db, 'toy__c_to_f'))!.testPatch).toBe(byId('toy__c_to_f').testPatch);
+    await expect(acts.loadTaskPool({ source: 'toy', include: ['toy__day_of_year'], limit: 0, excludeLooseTests: false, onBadRow: 'fail', audit: { id: auditId, use: 'curated' } })).rejects.toThrow(/has no result for toy__day_of_year/);
+  }, 60_000);
 
   it('stronger tests pass on the gold patch and reject the stored wrong patches, graded in real sandboxes', async () => {
     const { dockerFromSettings } = await import('../infra/docker.js');
