@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { parseRunConfig } from '../core/config.js';
-import { scoreAgainstLabels } from '../core/dataAudit.js';
+import { curatedRow, scoreAgainstLabels } from '../core/dataAudit.js';
 import { CONTROL_QUEUE } from '../core/taskQueues.js';
 import type { TaskLayout } from '../core/taskLayouts.js';
 import { repoRoot, type Settings } from '../infra/settings.js';
@@ -16,9 +16,10 @@ import { ensureAudit, listTaskAudits, type TaskAuditRow } from '../store/dataAud
 import { auditProgressQuery, auditRun, type AuditRunInput, type AuditSettings } from '../workflows/dataAudit.js';
 
 /** `floe audit <rows.jsonl|toy>`: the data audit of a dataset (workflows/dataAudit.ts), with
- *  progress. The audit id is a hash of the dataset's task ids and the settings, so running the
- *  same command again resumes the same audit: finished tasks are not redone. Writes
- *  runs/audits/<audit id>/summary.json and report.html (each flagged task with its wrong patch). */
+ *  progress. The audit id is a hash of the dataset's task ids, the settings and the audit's code,
+ *  so running the same command again resumes the same audit: finished tasks are not redone.
+ *  Writes runs/audits/<audit id>/summary.json, report.html (each flagged task with its wrong
+ *  patch) and curated.jsonl (the rows that pass, original or with their stronger tests). */
 
 export interface AuditOptions { source: string; layout: TaskLayout | 'auto'; include: string[]; limit: number; concurrency: number; maxCandidates: number }
 
@@ -86,6 +87,13 @@ export async function runAudit(s: Settings, o: AuditOptions): Promise<number> {
     fs.mkdirSync(dir, { recursive: true });
     fs.writeFileSync(path.join(dir, 'summary.json'), `${JSON.stringify({ auditId, dataset, table, score, rows }, null, 2)}\n`);
     fs.writeFileSync(path.join(dir, 'report.html'), reportHtml(auditId, dataset, table, score, rows));
+    const raw = rawRows(o.source);
+    const curated = rows.flatMap((r) => {
+      const row = raw.get(r.taskId);
+      const out = row ? curatedRow(row, r) : null;
+      return out ? [JSON.stringify(out)] : [];
+    });
+    fs.writeFileSync(path.join(dir, 'curated.jsonl'), curated.length ? `${curated.join('\n')}\n` : '');
     say(`audited ${table.audited}: ${table.valid} pass the standard validation, ${table.acceptWrongPatch} accept a wrong patch, ${table.strengthened} strengthened, ${table.curated} curated`);
     if (score) say(`against the labels it never saw: loose tasks flagged ${score.looseFlagged}/${score.loose}${score.missed.length ? ` (missed ${score.missed.join(', ')})` : ''}; sound tasks flagged ${score.soundFlagged}/${score.sound}${score.falseAlarms.length ? ` (${score.falseAlarms.join(', ')})` : ''}`);
     say(`report ${path.relative(process.cwd(), path.join(dir, 'report.html'))}`);
@@ -94,6 +102,24 @@ export async function runAudit(s: Settings, o: AuditOptions): Promise<number> {
     await workers.shutdown();
     await closeDbPool();
   }
+}
+
+/** The dataset's rows as published, by instance id (the toy suite's task.json files). */
+function rawRows(source: string): Map<string, Record<string, unknown>> {
+  const out = new Map<string, Record<string, unknown>>();
+  const add = (text: string) => {
+    try {
+      const row = JSON.parse(text) as Record<string, unknown>;
+      if (typeof row.instance_id === 'string') out.set(row.instance_id, row);
+    } catch { /* a bad row was reported when the tasks were loaded */ }
+  };
+  if (source === 'toy') {
+    const toyDir = path.join(repoRoot, 'tasks', 'toy');
+    for (const d of fs.readdirSync(toyDir)) if (fs.existsSync(path.join(toyDir, d, 'task.json'))) add(fs.readFileSync(path.join(toyDir, d, 'task.json'), 'utf8'));
+  } else {
+    for (const line of fs.readFileSync(source, 'utf8').split('\n')) if (line.trim()) add(line);
+  }
+  return out;
 }
 
 const esc = (t: string) => t.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');

@@ -114,3 +114,14 @@ export function applyAudit(tasks: readonly Task[], audited: ReadonlyMap<string, 
     return [];
   });
 }
+
+/** A dataset row as the curated export writes it (`floe audit`: runs/audits/<id>/curated.jsonl,
+ *  "the tasks that pass, original or strengthened"): a task that passed the audit as its row
+ *  is; a flagged one with its stronger tests (test_patch, and FAIL_TO_PASS in the row's own
+ *  encoding: a list, or a JSON string of one); null for the rest. */
+export function curatedRow(row: Record<string, unknown>, a: AuditedTask): Record<string, unknown> | null {
+  if (a.status === 'passed') return row;
+  if (a.status !== 'flagged' || !a.strengthened) return null;
+  const f2p = typeof row.FAIL_TO_PASS === 'string' ? JSON.stringify(a.strengthened.failToPass) : a.strengthened.failToPass;
+  return { ...row, test_patch: a.strengthened.testPatch, FAIL_TO_PASS: f2p };
+}

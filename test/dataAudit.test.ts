@@ -3,12 +3,15 @@
 // again, blind to the labels it is scored against, with stronger tests checked in real sandboxes
 // against the toy suite's stored wrong patches (which the audit never saw).
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyAudit, auditStatus, auditTable, behaviourDifference, blindTask, scoreAgainstLabels, standardValidation, type BehaviourTrace } from '../core/dataAudit.js';
+import { applyAudit, auditStatus, curatedRow, auditTable, behaviourDifference, blindTask, scoreAgainstLabels, standardValidation, type BehaviourTrace } from '../core/dataAudit.js';
 import type { GradeResult } from '../core/sandboxPolicy.js';
 import { loadToySuite } from '../tasks/loaders.js';
 import { floeBin } from './helpers/cli.js';
+import { repoRoot } from '../infra/settings.js';
 
 /** Every payload of a workflow history, decoded (JSON text). */
 function payloadTexts(x: unknown, out: string[] = []): string[] {
@@ -106,6 +109,14 @@ describe('the published table, the score against labels, and the versions a run 
     expect(s[0]).toMatchObject({ testPatch: 'NEW', failToPass: ['x::y'] });
     expect(() => applyAudit([byId('toy__day_of_year')], audited, 'curated', 'A')).toThrow(/audit A has no result for toy__day_of_year; run `floe audit`/);
   });
+  it('the curated export: a passed row as it is, a flagged one with its stronger tests in the row\'s own encoding, no other', () => {
+    const row = { instance_id: 'x', test_patch: 'OLD', FAIL_TO_PASS: '["a"]' };
+    expect(curatedRow(row, { status: 'passed', strengthened: null })).toBe(row);
+    expect(curatedRow(row, { status: 'flagged', strengthened: { testPatch: 'NEW', failToPass: ['a', 'b'] } })).toEqual({ instance_id: 'x', test_patch: 'NEW', FAIL_TO_PASS: '["a","b"]' });
+    expect(curatedRow({ ...row, FAIL_TO_PASS: ['a'] }, { status: 'flagged', strengthened: { testPatch: 'NEW', failToPass: ['a', 'b'] } })?.FAIL_TO_PASS).toEqual(['a', 'b']);
+    expect(curatedRow(row, { status: 'flagged', strengthened: null })).toBeNull();
+    expect(curatedRow(row, { status: 'invalid', strengthened: null })).toBeNull();
+  });
 });
 
 describe('floe audit on toy tasks (real Temporal, Postgres and podman graders)', () => {
@@ -157,6 +168,10 @@ describe('floe audit on toy tasks (real Temporal, Postgres and podman graders)',
     // a redone task would have its row written again (finished_at moves on)
     for (const r of before) expect(after.find((a) => a.task_id === r.task_id)!.finished_at).toEqual(r.finished_at);
     expect(second.stderr).toMatch(/against the labels it never saw: loose tasks flagged 2\/2; sound tasks flagged 0\/2/);
+    // the export: the two sound tasks as they are, the two loose ones with their stronger tests
+    const curated = fs.readFileSync(path.join(repoRoot, 'runs', 'audits', auditId, 'curated.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { instance_id: string; test_patch: string });
+    expect(curated.map((r) => r.instance_id).sort()).toEqual([...TASKS].sort());
+    for (const r of curated) expect(r.test_patch.includes('test_floe_strengthened.py')).toBe(r.instance_id === 'toy__c_to_f' || r.instance_id === 'toy__cart_remove');
   }, 600_000);
 
   it('flags the loose tasks with a wrong patch as evidence and passes the sound ones; nothing of the labels is in any history', async () => {
