@@ -34,9 +34,23 @@ _depth = [0]
 _log: list = []
 
 
-def _repr(x) -> str:
+def _plain(x, depth: int = 0):
+    """x with every integral float made an int, in lists, tuples, sets and dicts too: 32 and 32.0
+    (and [32] and [32.0]) compare equal, so a test cannot tell them apart with ==."""
     if isinstance(x, float) and x.is_integer() and abs(x) < 2 ** 53:
-        x = int(x)  # 32 and 32.0 compare equal: a test cannot tell them apart with ==
+        return int(x)
+    if depth > 8 or type(x) not in (list, tuple, set, frozenset, dict):
+        return x
+    if type(x) is dict:
+        return {_plain(k, depth + 1): _plain(v, depth + 1) for k, v in x.items()}
+    return type(x)(_plain(v, depth + 1) for v in x)
+
+
+def _repr(x) -> str:
+    try:
+        x = _plain(x)
+    except Exception:  # unhashable after the change, or an odd container: as it is
+        pass
     try:
         r = repr(x)
     except Exception as err:  # a broken __repr__ is behaviour too

@@ -381,7 +381,7 @@ def test_lists_are_perturbed_but_tuples_are_left_whole() -> None:
     assert len(diffcheck.variants_of(fn)) == 1 + 3  # unperturbed, reversed, without the first, first repeated
 
 
-# ---------- bugs found in review, fixed (the 32.0-in-a-container one is still open: strict xfail) ----------
+# ---------- bugs found in review, fixed ----------
 
 def test_relative_repo_path(tmp_path: Path) -> None:
     """`python3 diffcheck.py REPO` with a relative REPO works like an absolute one."""
@@ -419,8 +419,6 @@ def test_hang_inside_except_exception_loop_is_cut(tmp_path: Path) -> None:
         pytest.fail("diffcheck hung: the code under test swallowed the timeout")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (the caller sees it as a false difference): the 32.0 -> 32 "
-                   "normalisation applies to a top-level float only, not inside containers or args")
 def test_nested_float_reprs_as_int() -> None:
     """[32.0] == [32] in a test, so their reprs should agree as the scalars' do."""
     assert diffcheck._repr([32.0]) == diffcheck._repr([32])

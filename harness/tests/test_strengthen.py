@@ -94,3 +94,14 @@ def test_disagreeing_gold_runs_are_left_out() -> None:
     a = {"variants": {f"{TEST}::test_f#0": [["m:f", "()", "{}", "return", "1", None]]}}
     b = {"variants": {f"{TEST}::test_f#0": [["m:f", "()", "{}", "return", "2", None]]}}
     assert st.strengthen(a, b, "")["testPatch"] is None
+
+
+def test_generated_repr_matches_diffcheck() -> None:
+    """The written tests normalise results exactly as diffcheck.py logged them (else a gold patch
+    returning [16.0] would fail its own stronger tests)."""
+    from floe_harness import diffcheck
+
+    ns: dict = {}
+    exec(st.HEADER, ns)  # noqa: S102 - the header is this module's own code
+    for v in ([16.0], (1.0, 2.5), {"a": 3.0}, {2.0}, 32.0, "x", [[1.0]], None, object()):
+        assert ns["_repr"](v) == diffcheck._repr(v), v
