@@ -57,6 +57,9 @@ function hostProcesses(): number {
 }
 
 /** Most processes A's pids cgroup ever held, read on the host (podman's cgroupfs layout). */
+/** Processes floe's own execs can attach to a container beyond its pids limit (see contained). */
+const EXEC_ATTACH_SLACK = 6;
+
 function pidsPeak(containerId: string): number | null {
   for (const dir of ['/sys/fs/cgroup/pids/libpod_parent', '/sys/fs/cgroup/libpod_parent']) {
     const f = `${dir}/libpod-${containerId}/pids.peak`;
@@ -103,8 +106,14 @@ async function contained(command: string, timeoutSeconds: number) {
   // more processes than its pids limit, and the host's process count stayed bounded (the
   // slack is for exec plumbing — podman keeps a conmon per exec for a while — and neighbours)
   expect(memBefore - minMem).toBeLessThan(sandboxMemoryMb(limits) + 256);
+  // pids.max stops forks, not attaches: "it is not possible to violate a cgroup PID policy
+  // through fork() or clone()", but attaching processes can take pids.current past pids.max
+  // (linux Documentation/admin-guide/cgroup-v2.rst, PID controller). A podman exec attaches its
+  // process (and runc's init) to the container's cgroup, and floe's own execs into A while a
+  // bomb holds every pid (the timeout's cleanup, the counters) add up to a few: 64 + 3 = 67 was
+  // seen in CI. pids.peak is a high-water mark, so it keeps that for the later hazards too.
   const peak = pidsPeak(A);
-  if (peak !== null) expect(peak).toBeLessThanOrEqual(limits.pidsLimit);
+  if (peak !== null) expect(peak).toBeLessThanOrEqual(limits.pidsLimit + EXEC_ATTACH_SLACK);
   expect(maxProcs - procsBefore).toBeLessThan(limits.pidsLimit + 300);
   // the command never outlived its timeout by much, and nothing of it survives
   expect(wallMs).toBeLessThan((timeoutSeconds + 8) * 1000);
