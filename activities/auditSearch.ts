@@ -11,7 +11,8 @@ import { copyRepository, freshHistory, imageFor } from './sandbox/repository.js'
 import { preparedRepository } from './sandbox/prepared.js';
 import { execCommand } from './sandbox/command.js';
 import { heartbeat } from './sandbox/heartbeat.js';
-import { tarArchive } from './sandbox/tar.js';
+import { stageDir, stageFile, tarArchive } from './sandbox/tar.js';
+import { PYTEST_PLUGIN, STAGE } from './grading.js';
 import { HarnessServer } from './harness.js';
 
 /** The data audit's search for wrong patches that a task's tests accept, in one fresh locked
@@ -24,8 +25,6 @@ import { HarnessServer } from './harness.js';
  *  perturbed variants of the task's tests. The candidates are floe's own code, not a model's:
  *  they share the container, reset to the base between them. */
 
-const STAGE = '/tmp/floe-grade';
-const PYTEST_PLUGIN = fs.readFileSync(new URL('../harness/floe_harness/floe_pytest_report.py', import.meta.url));
 const DIFFCHECK = fs.readFileSync(new URL('../harness/floe_harness/diffcheck.py', import.meta.url));
 const MAX_TRACE_BYTES = 8 * 1024 * 1024;
 
@@ -107,12 +106,11 @@ export async function searchWrongPatches(docker: Docker, opts: { image: string; 
   try {
     const baseCommit = prepared ? prepared.baseCommit : await (async () => { await copyRepository(docker, c, task); return freshHistory(docker, c, task); })();
     const plan = await harness.plan({ task, baseCommit, repoDir, stageDir: STAGE });
-    const file = (name: string, data: Buffer | string, mode = 0o644) => ({ name: `floe-grade/${name}`, type: 'file' as const, mode, uid: 1000, gid: 1000, data: Buffer.isBuffer(data) ? data : Buffer.from(data, 'utf8') });
     await c.putArchive(tarArchive([
-      { name: 'floe-grade/', type: 'dir', mode: 0o755, uid: 1000, gid: 1000 },
-      { name: 'floe-grade/cands/', type: 'dir', mode: 0o755, uid: 1000, gid: 1000 },
-      file('gold.diff', task.patch), file('test.diff', task.testPatch), file('floe_pytest_report.py', PYTEST_PLUGIN),
-      file('eval.sh', plan.script, 0o755), file('checkout.sh', CHECKOUT, 0o755), file('diffcheck.py', DIFFCHECK),
+      stageDir(),
+      stageDir('cands/'),
+      stageFile('gold.diff', task.patch), stageFile('test.diff', task.testPatch), stageFile('floe_pytest_report.py', PYTEST_PLUGIN),
+      stageFile('eval.sh', plan.script, 0o755), stageFile('checkout.sh', CHECKOUT, 0o755), stageFile('diffcheck.py', DIFFCHECK),
     ]), { path: '/tmp' });
     heartbeat('auditor ready');
 
@@ -122,7 +120,7 @@ export async function searchWrongPatches(docker: Docker, opts: { image: string; 
     const gold = decodeFiles(await runScript(docker, c, AGENT_USER, `FLOE_REPO="$1" bash ${STAGE}/checkout.sh ${STAGE}/gold.diff && ${READ_FILES}`, [repoDir, ...changed], { what: 'applying the gold patch' }));
     const files = Object.fromEntries(changed.filter((p) => gold[p] !== undefined).map((p) => [p, { base: base[p] ?? null, gold: gold[p] }]));
     const { candidates, seeds } = await harness.candidates({ files, limit: input.maxCandidates ?? 200 });
-    await c.putArchive(tarArchive([...candidates.map((k) => file(`cands/${k.id}.diff`, k.diff)), file('seeds.json', JSON.stringify(seeds))]), { path: '/tmp' });
+    await c.putArchive(tarArchive([...candidates.map((k) => stageFile(`cands/${k.id}.diff`, k.diff)), stageFile('seeds.json', JSON.stringify(seeds))]), { path: '/tmp' });
 
     const run = (command: string, maxOutputBytes = 1024 * 1024) =>
       execCommand(docker, c, { command: `export FLOE_REPO='${repoDir}'; ${command}`, repoDir, timeoutSeconds, maxOutputBytes }, 'tail');
@@ -143,7 +141,7 @@ export async function searchWrongPatches(docker: Docker, opts: { image: string; 
       if (!s.testPatch || !s.tests) return { testPatch: null, failToPass: [], checks: 0, reason: s.reason ?? 'no tests written' };
       const stronger: Task = { ...task, testPatch: s.testPatch, failToPass: [...task.failToPass, ...s.tests] };
       const plan2 = await harness.plan({ task: stronger, baseCommit, repoDir, stageDir: STAGE });
-      await c.putArchive(tarArchive([file('test.diff', s.testPatch), file('eval.sh', plan2.script, 0o755)]), { path: '/tmp' });
+      await c.putArchive(tarArchive([stageFile('test.diff', s.testPatch), stageFile('eval.sh', plan2.script, 0o755)]), { path: '/tmp' });
       const passes = async (diff: string) => {
         const r = await run(`bash ${STAGE}/checkout.sh ${diff} || exit 10; bash ${STAGE}/eval.sh`);
         const v = await harness.parse({ task: stronger, harness: plan2.harness, log: r.output });

@@ -11,7 +11,7 @@ import { preparedRepository } from './sandbox/prepared.js';
 import { graderOnlyRepoFiles } from '../core/taskLayouts.js';
 import { commandAsFirstProcess, execCommand } from './sandbox/command.js';
 import { heartbeat } from './sandbox/heartbeat.js';
-import { tarArchive } from './sandbox/tar.js';
+import { stageDir, stageFile, tarArchive } from './sandbox/tar.js';
 import { Harness, HarnessServer, type HarnessPlan } from './harness.js';
 import { pipelineFromEnv, type SandboxPipeline } from './sandbox/index.js';
 
@@ -35,10 +35,11 @@ export interface GradePatchInput {
   labels?: Record<string, string>;
 }
 
-const STAGE = '/tmp/floe-grade';
+/** Where a grader's staged files are (the data audit's container too). */
+export const STAGE = '/tmp/floe-grade';
 const LOG_CHARS = 64 * 1024;
 const TEST_LOG_TAIL_BYTES = 1024 * 1024;
-const PYTEST_PLUGIN = fs.readFileSync(new URL('../harness/floe_harness/floe_pytest_report.py', import.meta.url));
+export const PYTEST_PLUGIN = fs.readFileSync(new URL('../harness/floe_harness/floe_pytest_report.py', import.meta.url));
 
 /** Apply the agent's diff in the repository ($1): git apply, else patch -p1 after a dry run
  *  (never half-applied). Exit 10: it does not apply. */
@@ -95,13 +96,12 @@ async function gradePatchLegacy(docker: Docker, opts: GradingOptions, input: Gra
     const baseCommit = await freshHistory(docker, c, task);
     const plan = await harness.plan({ task: { ...task, ...(runTestsSh === undefined ? {} : { runTestsSh }) }, baseCommit, repoDir, stageDir: STAGE });
     heartbeat('grader ready');
-    const file = (name: string, data: Buffer | string, mode = 0o644) => ({ name: `floe-grade/${name}`, type: 'file' as const, mode, uid: 1000, gid: 1000, data: Buffer.isBuffer(data) ? data : Buffer.from(data, 'utf8') });
     await c.putArchive(tarArchive([
-      { name: 'floe-grade/', type: 'dir', mode: 0o755, uid: 1000, gid: 1000 },
-      file('agent.diff', input.diff),
-      file('test.diff', task.testPatch),
-      file('floe_pytest_report.py', PYTEST_PLUGIN),
-      file('eval.sh', plan.script, 0o755),
+      stageDir(),
+      stageFile('agent.diff', input.diff),
+      stageFile('test.diff', task.testPatch),
+      stageFile('floe_pytest_report.py', PYTEST_PLUGIN),
+      stageFile('eval.sh', plan.script, 0o755),
     ]), { path: '/tmp' });
 
     const apply = await execRaw(docker, c, {
@@ -158,15 +158,14 @@ echo "${marker} $rc"
 [ "$rc" = 0 ] || exit 10
 exec bash ${STAGE}/eval.sh`;
   const stage = (plan: HarnessPlan) => {
-    const file = (name: string, data: Buffer | string, mode = 0o644) => ({ name: `floe-grade/${name}`, type: 'file' as const, mode, uid: 1000, gid: 1000, data: Buffer.isBuffer(data) ? data : Buffer.from(data, 'utf8') });
     return tarArchive([
-      { name: 'floe-grade/', type: 'dir', mode: 0o755, uid: 1000, gid: 1000 },
-      file('agent.diff', input.diff),
-      file('test.diff', task.testPatch),
-      file('floe_pytest_report.py', PYTEST_PLUGIN),
-      file('eval.sh', plan.script, 0o755),
-      file('apply.sh', APPLY, 0o755),
-      file('grade.sh', grade, 0o755),
+      stageDir(),
+      stageFile('agent.diff', input.diff),
+      stageFile('test.diff', task.testPatch),
+      stageFile('floe_pytest_report.py', PYTEST_PLUGIN),
+      stageFile('eval.sh', plan.script, 0o755),
+      stageFile('apply.sh', APPLY, 0o755),
+      stageFile('grade.sh', grade, 0o755),
     ]);
   };
   const planFor = (baseCommit: string) => harness.plan({ task, baseCommit, repoDir, stageDir: STAGE });

@@ -79,12 +79,12 @@ export const auditProgressQuery = defineQuery<AuditRunProgress>('auditProgress')
 export async function auditRun(input: AuditRunInput): Promise<{ table: Awaited<ReturnType<DataAuditActivities['finishAudit']>>; results: DataAuditResult[] }> {
   upsertSearchAttributes([{ key: FloeRunId, value: input.auditId }, { key: FloeKind, value: 'auditRun' }]);
   const finished = new Set(await db.finishedTaskAudits(input.auditId));
-  const todo = input.taskIds.filter((id) => !finished.has(id));
-  const progress: AuditRunProgress = { total: input.taskIds.length, skipped: input.taskIds.length - todo.length, done: 0, running: [], flagged: 0, invalid: 0 };
+  const pending = input.taskIds.filter((id) => !finished.has(id));
+  const progress: AuditRunProgress = { total: input.taskIds.length, skipped: input.taskIds.length - pending.length, done: 0, running: [], flagged: 0, invalid: 0 };
   setHandler(auditProgressQuery, () => progress);
   const results: DataAuditResult[] = [];
   const worker = async (): Promise<void> => {
-    for (let taskId = todo.shift(); taskId !== undefined; taskId = todo.shift()) {
+    for (let taskId = pending.shift(); taskId !== undefined; taskId = pending.shift()) {
       progress.running.push(taskId);
       const r = await executeChild(dataAudit, {
         workflowId: `${workflowInfo().workflowId}-${taskId}`,
@@ -98,7 +98,7 @@ export async function auditRun(input: AuditRunInput): Promise<{ table: Awaited<R
       results.push(r);
     }
   };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(input.concurrency, todo.length)) }, worker));
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(input.concurrency, pending.length)) }, worker));
   const table = await db.finishAudit({ auditId: input.auditId });
   return { table, results };
 }

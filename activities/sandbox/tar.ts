@@ -33,3 +33,11 @@ export function tarArchive(entries: TarEntry[]): Buffer {
   blocks.push(Buffer.alloc(1024));
   return Buffer.concat(blocks);
 }
+
+/** A file of a grader's stage folder (`floe-grade/<name>`, put into /tmp), owned by the agent. */
+export function stageFile(name: string, data: Buffer | string, mode = 0o644): TarEntry {
+  return { name: `floe-grade/${name}`, type: 'file', mode, uid: 1000, gid: 1000, data: Buffer.isBuffer(data) ? data : Buffer.from(data, 'utf8') };
+}
+
+/** The stage folder itself (`floe-grade/`, or a folder in it), owned by the agent. */
+export const stageDir = (name = ''): TarEntry => ({ name: `floe-grade/${name}`, type: 'dir', mode: 0o755, uid: 1000, gid: 1000 });

@@ -13,52 +13,28 @@ are compared by repr, with the same normalisation diffcheck.py applies (no memor
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 from typing import Any
+
+from floe_harness import diffcheck
 
 TEST_FILE = "tests/test_floe_strengthened.py"
 MAX_CHECKS = 60
 
-HEADER = '''"""Written by floe's data audit (floe_harness/strengthen.py): what the gold patch does on
-inputs near the ones the task's own tests use."""
-import importlib
-import re
-
-_ADDR = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
-def _plain(x, depth=0):
-    if isinstance(x, float) and x.is_integer() and abs(x) < 2 ** 53:
-        return int(x)
-    if depth > 8 or type(x) not in (list, tuple, set, frozenset, dict):
-        return x
-    if type(x) is dict:
-        return {_plain(k, depth + 1): _plain(v, depth + 1) for k, v in x.items()}
-    return type(x)(_plain(v, depth + 1) for v in x)
-
-
-def _repr(x):
-    try:
-        x = _plain(x)
-    except Exception:  # noqa: BLE001 - as diffcheck.py: an odd container is kept as it is
-        pass
-    r = _ADDR.sub("", repr(x))
-    return r if len(r) <= 300 else r[:300] + "\\u2026"
-
-
-def _state(obj):
-    try:
-        return _repr(sorted((k, v) for k, v in vars(obj).items()))
-    except TypeError:
-        return _repr(obj)
-
-
-def _outcome(fn, *args, **kwargs):
+# The written file normalises results with diffcheck.py's own functions (copied in by source,
+# so the file stands alone in the task's repository): what it checks is what the audit logged.
+HEADER = "\n\n".join([
+    '"""Written by floe\'s data audit (floe_harness/strengthen.py): what the gold patch does on\n'
+    'inputs near the ones the task\'s own tests use."""\nimport importlib\nimport re\n\n'
+    f"ADDR = re.compile(r{diffcheck.ADDR.pattern!r})\nMAX_REPR = {diffcheck.MAX_REPR}",
+    *(inspect.getsource(f).rstrip() for f in (diffcheck._plain, diffcheck._repr, diffcheck._state)),
+    '''def _outcome(fn, *args, **kwargs):
     try:
         return ("return", _repr(fn(*args, **kwargs)))
     except Exception as err:  # noqa: BLE001 - the exception's type is the behaviour checked
-        return ("raise", type(err).__name__)
-'''
+        return ("raise", type(err).__name__)''',
+]) + "\n"
 
 
 def _literal(text: str) -> Any:
