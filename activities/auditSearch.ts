@@ -22,8 +22,9 @@ import { HarnessServer } from './harness.js';
  *  lines the gold patch wrote); each candidate applied to the base and graded by the task's own
  *  harness script (the same script and parser as a rollout's grading); for each that passes
  *  every test, a differential check (diffcheck.py) of its behaviour against the gold patch's on
- *  perturbed variants of the task's tests. The candidates are floe's own code, not a model's:
- *  they share the container, reset to the base between them. */
+ *  perturbed variants of the task's tests. The candidates are floe's own code, plus the fixes
+ *  an auditor agent submitted (input.extra, when an engine is configured): they share the
+ *  container, reset to the base between them. */
 
 const DIFFCHECK = fs.readFileSync(new URL('../harness/floe_harness/diffcheck.py', import.meta.url));
 const MAX_TRACE_BYTES = 8 * 1024 * 1024;
@@ -59,7 +60,10 @@ export interface Strengthened { testPatch: string | null; failToPass: string[]; 
 
 export interface SearchResult { candidates: number; outcomes: CandidateOutcome[]; traceVariants: number; note: string | null; strengthened: Strengthened | null }
 
-export interface SearchInput { task: Task; limits?: SandboxLimits; timeoutSeconds?: number; maxCandidates?: number; labels?: Record<string, string> }
+/** A candidate from elsewhere (the auditor agent's fix): graded and checked like floe's own. */
+export interface ExtraCandidate { id: string; kind: string; description: string; diff: string }
+
+export interface SearchInput { task: Task; limits?: SandboxLimits; timeoutSeconds?: number; maxCandidates?: number; labels?: Record<string, string>; extra?: ExtraCandidate[] }
 
 function decodeFiles(text: string): Record<string, string> {
   const out: Record<string, string> = {};
@@ -119,7 +123,10 @@ export async function searchWrongPatches(docker: Docker, opts: { image: string; 
     const base = decodeFiles(await runScript(docker, c, AGENT_USER, READ_FILES, [repoDir, ...changed], { what: 'reading the files the gold patch changes' }));
     const gold = decodeFiles(await runScript(docker, c, AGENT_USER, `FLOE_REPO="$1" bash ${STAGE}/checkout.sh ${STAGE}/gold.diff && ${READ_FILES}`, [repoDir, ...changed], { what: 'applying the gold patch' }));
     const files = Object.fromEntries(changed.filter((p) => gold[p] !== undefined).map((p) => [p, { base: base[p] ?? null, gold: gold[p] }]));
-    const { candidates, seeds } = await harness.candidates({ files, limit: input.maxCandidates ?? 200 });
+    const own = await harness.candidates({ files, limit: input.maxCandidates ?? 200 });
+    // the auditor agent's fixes first: the most plausible wrong patches there are
+    const candidates = [...(input.extra ?? []), ...own.candidates];
+    const seeds = own.seeds;
     await c.putArchive(tarArchive([...candidates.map((k) => stageFile(`cands/${k.id}.diff`, k.diff)), stageFile('seeds.json', JSON.stringify(seeds))]), { path: '/tmp' });
 
     const run = (command: string, maxOutputBytes = 1024 * 1024) =>

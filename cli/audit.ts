@@ -2,8 +2,9 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { parseRunConfig } from '../core/config.js';
-import { curatedRow, scoreAgainstLabels } from '../core/dataAudit.js';
+import { parseRunConfig, type RunConfig } from '../core/config.js';
+import { blindTask, curatedRow, scoreAgainstLabels } from '../core/dataAudit.js';
+import type { Task } from '../core/taskModel.js';
 import { CONTROL_QUEUE } from '../core/taskQueues.js';
 import type { TaskLayout } from '../core/taskLayouts.js';
 import { repoRoot, type Settings } from '../infra/settings.js';
@@ -13,19 +14,30 @@ import { startWorkers } from '../workers/worker.js';
 import { closeDbPool, dbPool } from '../store/pool.js';
 import { upsertTask } from '../store/tasks.js';
 import { ensureAudit, listTaskAudits, type TaskAuditRow } from '../store/dataAudits.js';
+import { insertRun, setRunStatus } from '../store/runs.js';
 import { auditProgressQuery, auditRun, type AuditRunInput, type AuditSettings } from '../workflows/dataAudit.js';
+import { rolloutSettings } from '../workflows/trainingRun.js';
+import { loadRunConfig } from './config.js';
+import { UsageError } from './args.js';
 
 /** `floe audit <rows.jsonl|toy>`: the data audit of a dataset (workflows/dataAudit.ts), with
- *  progress. The audit id is a hash of the dataset's task ids, the settings and the audit's code,
+ *  progress. The audit id is a hash of the rows as the audit sees them, the settings and the audit's code,
  *  so running the same command again resumes the same audit: finished tasks are not redone.
  *  Writes runs/audits/<audit id>/summary.json, report.html (each flagged task with its wrong
  *  patch) and curated.jsonl (the rows that pass, original or with their stronger tests). */
 
-export interface AuditOptions { source: string; layout: TaskLayout | 'auto'; include: string[]; limit: number; concurrency: number; maxCandidates: number }
+export interface AuditOptions {
+  source: string; layout: TaskLayout | 'auto'; include: string[]; limit: number; concurrency: number; maxCandidates: number;
+  /** The auditor agent: a run config whose engines.endpoints serve the model, and rollouts per task. */
+  auditor?: { config: string; attempts: number };
+}
 
-/** The same dataset, tasks and settings: the same audit (a rerun resumes it). */
-export function auditIdOf(dataset: string, taskIds: string[], settings: AuditSettings): string {
-  const h = crypto.createHash('sha256').update(JSON.stringify({ taskIds: [...taskIds].sort(), settings }));
+/** The same rows, settings and code: the same audit (a rerun resumes it). A row whose tests or
+ *  patch changed is another audit: its old verdict says nothing about the new row. The rows are
+ *  hashed as the audit sees them (blind), so the labels alone do not change the id. */
+export function auditIdOf(dataset: string, tasks: readonly Task[], settings: AuditSettings): string {
+  const rows = [...tasks].sort((a, b) => (a.instanceId < b.instanceId ? -1 : a.instanceId > b.instanceId ? 1 : 0)).map(blindTask);
+  const h = crypto.createHash('sha256').update(JSON.stringify({ rows, settings }));
   // the audit's own code: an audit made by other candidates or checks is another audit
   for (const f of AUDIT_CODE) h.update(fs.readFileSync(new URL(`../${f}`, import.meta.url)));
   return `audit-${dataset.replace(/[^A-Za-z0-9_.-]/g, '_')}-${h.digest('hex').slice(0, 10)}`;
@@ -33,9 +45,23 @@ export function auditIdOf(dataset: string, taskIds: string[], settings: AuditSet
 
 const AUDIT_CODE = ['harness/floe_harness/audit_candidates.py', 'harness/floe_harness/diffcheck.py', 'harness/floe_harness/strengthen.py', 'activities/auditSearch.ts'];
 
-/** The settings of an audit run from the CLI: the run config's sandbox defaults. */
-export function auditSettings(maxCandidates: number): AuditSettings {
-  return { sandbox: parseRunConfig({}).sandbox, maxCandidates, maxConfirmations: 3 };
+/** The settings of an audit run from the CLI: the run config's sandbox defaults; with an
+ *  auditor, its rollouts as the auditor's run config makes them (engines, policy, budgets). */
+export function auditSettings(maxCandidates: number, auditor?: { config: RunConfig; attempts: number }): AuditSettings {
+  const base: AuditSettings = { sandbox: parseRunConfig({}).sandbox, maxCandidates, maxConfirmations: 3 };
+  return auditor ? { ...base, auditor: { rollout: rolloutSettings(auditor.config), attempts: auditor.attempts, seed: auditor.config.seed } } : base;
+}
+
+/** The auditor's run config, read and checked before anything starts: it must name engines
+ *  that are already serving (the audit starts no engine), and each must answer /health. */
+export async function auditorConfig(file: string): Promise<RunConfig> {
+  const config = loadRunConfig(file);
+  if (!config.engines.endpoints.length) throw new UsageError(`--auditor ${file}: engines.endpoints is empty. The auditor agent runs on an engine that is already serving (vLLM, SGLang or floe's reference engine): list it under engines.endpoints (see configs/ for the form)`);
+  for (const e of config.engines.endpoints) {
+    const ok = await fetch(new URL('/health', e.url), { signal: AbortSignal.timeout(5000) }).then((r) => r.ok, () => false);
+    if (!ok) throw new UsageError(`--auditor ${file}: engine ${e.id} at ${e.url} does not answer /health. Start it (or fix its url), then run the audit again; \`floe engine probe ${e.url}\` checks what it serves`);
+  }
+  return config;
 }
 
 const say = (m: string) => process.stderr.write(`[floe audit] ${m}\n`);
@@ -47,16 +73,19 @@ export async function runAudit(s: Settings, o: AuditOptions): Promise<number> {
     say(`no tasks to audit in ${o.source}${o.include.length ? ` (--tasks ${o.include.join(',')})` : ''}`);
     return 1;
   }
-  const settings = auditSettings(o.maxCandidates);
+  const auditor = o.auditor ? { config: await auditorConfig(o.auditor.config), attempts: o.auditor.attempts } : undefined;
+  const settings = auditSettings(o.maxCandidates, auditor);
   const taskIds = tasks.map((t) => t.instanceId);
   const dataset = o.source === 'toy' ? 'toy' : path.basename(o.source);
-  const auditId = auditIdOf(dataset, taskIds, settings);
+  const auditId = auditIdOf(dataset, tasks, settings);
   const pool = dbPool(s.postgres.url);
   const client = await temporalClient(s);
   const workers = await startWorkers(s, ['control', 'sandbox']);
   try {
     for (const t of tasks) await upsertTask(pool, t);
     const { created } = await ensureAudit(pool, { auditId, dataset, config: settings, taskIds });
+    // the auditor's rollouts are rollouts: their runs row is the audit's
+    if (auditor) await insertRun(pool, { runId: auditId, workflowId: `floe-${auditId}`, name: `audit of ${dataset} (auditor agent)`, config: auditor.config });
     say(`${created ? 'starting' : 'resuming'} audit ${auditId}: ${tasks.length} task(s), ${o.concurrency} at a time`);
     const input: AuditRunInput = { auditId, taskIds, concurrency: o.concurrency, settings };
     const workflowId = `floe-${auditId}`;
@@ -80,6 +109,7 @@ export async function runAudit(s: Settings, o: AuditOptions): Promise<number> {
       last = line;
     }
     const { table } = await result;
+    if (auditor) await setRunStatus(pool, { runId: auditId, status: 'completed', summary: table });
     const rows = await listTaskAudits(pool, auditId);
     const labels = new Map(tasks.map((t) => [t.instanceId, t.looseTests]));
     const score = tasks.some((t) => t.looseTests !== null) ? scoreAgainstLabels(rows.map((r) => ({ taskId: r.taskId, status: r.status, strengthened: r.strengthened !== null })), (id) => labels.get(id) ?? null) : null;

@@ -39,8 +39,10 @@ usage:
                                                           a pool before a run: bad rows, each row's layout
                                                           and image, and which images are missing here
   floe audit <rows.jsonl|toy> [--tasks a,b] [--limit N] [--concurrency 2] [--max-candidates 200] [--layout L]
+             [--auditor RUN_CONFIG [--auditor-attempts 2]]
                                                           the data audit: standard validation and a search for
-                                                          wrong patches the tests accept; resumable (run it again)`;
+                                                          wrong patches the tests accept; resumable (run it again);
+                                                          --auditor adds an agent on the config's engines.endpoints`;
 
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
@@ -120,20 +122,22 @@ async function main(argv: string[]): Promise<number> {
       return checkTasks(s, { source, layout: layout as TaskLayout | 'auto', pull: flag(p, 'pull') === 'true', json: flag(p, 'json') === 'true' });
     }
     case 'audit': {
-      const p = parseArgs(rest, { layout: 'value', tasks: 'value', limit: 'value', concurrency: 'value', 'max-candidates': 'value' });
+      const p = parseArgs(rest, { layout: 'value', tasks: 'value', limit: 'value', concurrency: 'value', 'max-candidates': 'value', auditor: 'value', 'auditor-attempts': 'value' });
       const source = p.positional[0];
-      if (!source) throw new UsageError('usage: floe audit <rows.jsonl|toy> [--tasks a,b] [--limit N] [--concurrency 2] [--max-candidates 200] [--layout auto|swe-bench|swe-gym|swe-rebench|r2e-gym]');
+      if (!source) throw new UsageError('usage: floe audit <rows.jsonl|toy> [--tasks a,b] [--limit N] [--concurrency 2] [--max-candidates 200] [--layout auto|swe-bench|swe-gym|swe-rebench|r2e-gym] [--auditor RUN_CONFIG [--auditor-attempts 2]]');
       const num = (name: string, d: number) => {
         const v = flag(p, name);
         const n = v === undefined ? d : Number(v);
         if (!Number.isInteger(n) || n < (name === 'limit' ? 0 : 1)) throw new UsageError(`--${name} must be a whole number${name === 'limit' ? ' ≥ 0' : ' ≥ 1'} (got '${v}')`);
         return n;
       };
+      if (flag(p, 'auditor-attempts') !== undefined && !flag(p, 'auditor')) throw new UsageError('--auditor-attempts needs --auditor RUN_CONFIG (the run config whose engines.endpoints the auditor agent uses)');
       await up(s);
       const { runAudit } = await import('./audit.js');
       return runAudit(s, {
         source, layout: (flag(p, 'layout') ?? 'auto') as TaskLayout | 'auto', include: (flag(p, 'tasks') ?? '').split(',').filter(Boolean),
         limit: num('limit', 0), concurrency: num('concurrency', 2), maxCandidates: num('max-candidates', 200),
+        ...(flag(p, 'auditor') ? { auditor: { config: flag(p, 'auditor')!, attempts: num('auditor-attempts', 2) } } : {}),
       });
     }
     case undefined:

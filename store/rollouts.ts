@@ -10,7 +10,7 @@ import { jsonOrNull, pgSafeJson, pgSafeText, type Queryable } from './pool.js';
  *  recordTurn activity when everything about the turn is known (the tool's result included).
  *  Every write is idempotent: activities may be retried. */
 
-export type RolloutPurpose = 'train' | 'recheck' | 'eval' | 'test';
+export type RolloutPurpose = 'train' | 'recheck' | 'eval' | 'test' | 'audit';
 export type RolloutStatus = 'running' | 'finished' | 'discarded' | 'failed';
 
 export interface RolloutStart { runId: string; rolloutId: string; taskId: string; groupId: string; attempt: number; purpose: RolloutPurpose; workflowId: string }
@@ -301,6 +301,12 @@ export async function upsertSubmission(db: Queryable, s: { rolloutId: string; di
      on conflict (rollout_id) do update set diff = excluded.diff, bytes = excluded.bytes, truncated = excluded.truncated`,
     [s.rolloutId, pgSafeText(s.diff), s.bytes, s.truncated],
   );
+}
+
+/** The diffs rollouts submitted, by rollout id (rollouts that submitted nothing are absent). */
+export async function listSubmissions(db: Queryable, rolloutIds: string[]): Promise<{ rolloutId: string; diff: string; truncated: boolean }[]> {
+  const r = await db.query('select rollout_id, diff, truncated from submissions where rollout_id = any($1) order by rollout_id', [rolloutIds]);
+  return r.rows.map((x: { rollout_id: string; diff: string; truncated: boolean }) => ({ rolloutId: x.rollout_id, diff: x.diff, truncated: x.truncated }));
 }
 
 /** The grading of a submission (per-test outcomes, apply error, timings). */

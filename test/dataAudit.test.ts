@@ -4,13 +4,15 @@
 // against the toy suite's stored wrong patches (which the audit never saw).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyAudit, auditStatus, curatedRow, auditTable, behaviourDifference, blindTask, scoreAgainstLabels, standardValidation, type BehaviourTrace } from '../core/dataAudit.js';
 import type { GradeResult } from '../core/sandboxPolicy.js';
 import { loadToySuite } from '../tasks/loaders.js';
-import { floeBin } from './helpers/cli.js';
+import { floe, floeBin } from './helpers/cli.js';
+import { agentCandidateDiff, auditorTask } from '../core/auditorAgent.js';
 import { repoRoot } from '../infra/settings.js';
 
 /** Every payload of a workflow history, decoded (JSON text). */
@@ -128,7 +130,8 @@ describe('floe audit on toy tasks (real Temporal, Postgres and podman graders)',
   beforeAll(async () => {
     settings = (await import('./helpers/platform.js')).settings;
     const { auditIdOf, auditSettings } = await import('../cli/audit.js');
-    auditId = auditIdOf('toy', TASKS, auditSettings(200));
+    const { tasks } = (await import('../tasks/loaders.js')).selectTasks({ source: 'toy', layout: 'auto', include: TASKS, limit: 0, excludeLooseTests: false, onBadRow: 'fail' });
+    auditId = auditIdOf('toy', tasks, auditSettings(200));
     db = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
     // a fresh audit: an earlier test run's rows would make the whole run a resume
     for (const table of ['audit_candidates', 'task_audits', 'audits']) await db.query(`delete from ${table} where audit_id = $1`, [auditId]).catch(() => undefined);
@@ -233,4 +236,93 @@ describe('floe audit on toy tasks (real Temporal, Postgres and podman graders)',
       expect((await gradePatch(docker, opts, { task: byId(r.task_id), diff: byId(r.task_id).wrongPatch! })).passed).toBe(true);
     }
   }, 300_000);
+});
+
+describe('the auditor agent (core/auditorAgent.ts)', () => {
+  const t = byId('toy__digit_sum');
+
+  it('works on a blind task of its own whose issue is the brief: the issue, the gold patch and the tests', () => {
+    const a = auditorTask(t);
+    expect(a.instanceId).toBe('toy__digit_sum@auditor');
+    expect(a).toMatchObject({ looseTests: null, wrongPatch: null, solution: null, patch: t.patch, testPatch: t.testPatch, failToPass: t.failToPass });
+    expect(a.problemStatement).toContain(t.problemStatement.trim());
+    expect(a.problemStatement).toContain(t.patch.trimEnd());
+    expect(a.problemStatement).toContain(t.testPatch.trimEnd());
+    expect(a.problemStatement).toMatch(/plausible WRONG fix/);
+    // the labels never reach the brief
+    expect(a.problemStatement).not.toContain(t.wrongPatch!.trimEnd());
+  });
+
+  it("takes the test patch's files out of the agent's diff", () => {
+    const fix = 'diff --git a/digits.py b/digits.py\n--- a/digits.py\n+++ b/digits.py\n@@ -1 +1 @@\n-a\n+b\n';
+    expect(agentCandidateDiff(`${t.testPatch}${fix}`, t.testPatch)).toBe(fix);
+    expect(agentCandidateDiff(`${fix}${t.testPatch}`, t.testPatch)).toBe(fix);
+    expect(agentCandidateDiff(t.testPatch, t.testPatch)).toBe('');
+    expect(agentCandidateDiff('', t.testPatch)).toBe('');
+  });
+});
+
+describe('floe audit --auditor: an agent on an engine adds its fixes to the search (real Temporal, Postgres and podman; the engine a scripted test double)', () => {
+  const TASK = 'toy__digit_sum';
+  let db: pg.Pool;
+  let engine: Awaited<ReturnType<typeof import('./helpers/scriptedEngine.js')['startScriptedEngine']>>;
+  let cfgFile: string;
+  let auditId: string;
+
+  beforeAll(async () => {
+    const { settings } = await import('./helpers/platform.js');
+    db = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
+    engine = await (await import('./helpers/scriptedEngine.js')).startScriptedEngine();
+    cfgFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'floe-auditor-')), 'auditor.json');
+    fs.writeFileSync(cfgFile, JSON.stringify({ name: 'auditor-test', engines: { count: 0, endpoints: [{ id: 'scripted', url: engine.url }] }, rollout: { maxTurns: 4, maxTotalTokens: 32768 } }));
+    const { auditIdOf, auditSettings, auditorConfig } = await import('../cli/audit.js');
+    auditId = auditIdOf('toy', [byId(TASK)], auditSettings(200, { config: await auditorConfig(cfgFile), attempts: 2 }));
+    const rollout = (i: number) => `${auditId}-${TASK}@auditor-${i}`;
+    const { renderToolCall } = await import('../core/tools.js');
+    const bash = (command: string) => ({ text: renderToolCall({ name: 'bash', arguments: { command } }) });
+    const submit = { text: renderToolCall({ name: 'submit', arguments: {} }) };
+    // attempt 0: a partial fix (right for one digit only) that the task's one test accepts
+    engine.script(rollout(0), [bash("sed -i 's/return sum(int(c) for c in str(n))$/return sum(int(c) for c in str(n)) if n >= 0 else -n/' digits.py"), submit]);
+    // attempt 1: the tests applied and left in, and a fix that does what the gold patch does
+    engine.script(rollout(1), [bash(`git apply <<'EOF'\n${byId(TASK).testPatch}EOF`), bash("sed -i 's/str(n)/str(abs(n))/' digits.py"), submit]);
+  }, 60_000);
+
+  afterAll(async () => { await db?.end(); await engine?.close(); });
+
+  it("flags a task floe's own candidates pass, with the agent's wrong fix as evidence; the agent's rollouts are stored as rollouts", async () => {
+    const r = await floe(['audit', 'toy', '--tasks', TASK, '--auditor', cfgFile, '--auditor-attempts', '2']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain(`audit ${auditId}`);
+    const row = (await db.query<{ status: string; evidence: { kind: string; diff: string; difference: unknown } }>('select status, evidence from task_audits where audit_id = $1 and task_id = $2', [auditId, TASK])).rows[0];
+    expect(row.status).toBe('flagged');
+    expect(row.evidence).toMatchObject({ kind: 'auditor', difference: expect.anything() });
+    expect(row.evidence.diff).toContain('else -n');
+    const cands = (await db.query<{ candidate_id: string; kind: string; diff: string; tests_passed: boolean; difference: unknown }>(
+      'select candidate_id, kind, diff, tests_passed, difference from audit_candidates where audit_id = $1 and task_id = $2 order by candidate_id', [auditId, TASK])).rows;
+    const agent = cands.filter((c) => c.kind === 'auditor');
+    expect(agent.map((c) => c.candidate_id)).toEqual(['agent-0', 'agent-1']);
+    // the second agent left the tests in: taken out, its fix applies, passes and equals the gold's behaviour
+    expect(agent[1].diff).not.toContain('tests/test_hidden.py');
+    expect(agent[1]).toMatchObject({ tests_passed: true, difference: null });
+    // without the agent this task passes the audit: none of floe's own candidates is a wrong patch it accepts
+    expect(cands.filter((c) => c.kind !== 'auditor' && c.difference !== null)).toEqual([]);
+    const rollouts = (await db.query<{ task_id: string; purpose: string; status: string }>('select task_id, purpose, status from rollouts where run_id = $1 order by rollout_id', [auditId])).rows;
+    expect(rollouts).toEqual([0, 1].map(() => ({ task_id: `${TASK}@auditor`, purpose: 'audit', status: 'finished' })));
+    // the engine was asked with the brief
+    const prompt = Buffer.from(engine.requests.find((q) => q.user.endsWith('@auditor-0'))!.prompt.filter((id) => id < 256)).toString('utf8');
+    expect(prompt).toContain('The correct fix (do not submit this)');
+  }, 600_000);
+
+  it('an auditor config without engines, or whose engine does not answer, is refused before anything starts', async () => {
+    const none = path.join(path.dirname(cfgFile), 'none.json');
+    fs.writeFileSync(none, JSON.stringify({ engines: { count: 0 } }));
+    const a = await floe(['audit', 'toy', '--tasks', TASK, '--auditor', none]);
+    expect(a.code).not.toBe(0);
+    expect(a.stderr).toMatch(/engines\.endpoints is empty.*list it under engines\.endpoints/);
+    const dead = path.join(path.dirname(cfgFile), 'dead.json');
+    fs.writeFileSync(dead, JSON.stringify({ engines: { count: 0, endpoints: [{ id: 'gone', url: 'http://127.0.0.1:9' }] } }));
+    const b = await floe(['audit', 'toy', '--tasks', TASK, '--auditor', dead]);
+    expect(b.code).not.toBe(0);
+    expect(b.stderr).toMatch(/engine gone at http:\/\/127\.0\.0\.1:9\/? does not answer \/health\. Start it/);
+  }, 120_000);
 });

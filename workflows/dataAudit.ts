@@ -5,20 +5,26 @@ import { CONTROL_QUEUE, sandboxQueue } from '../core/taskQueues.js';
 import { FloeKind, FloeRunId, FloeTaskId } from '../core/searchAttributes.js';
 import type { DataAuditActivities } from '../activities/dataAudit.js';
 import type { GradingActivities } from '../activities/grading.js';
-import type { AuditSearchActivities, CandidateOutcome, Strengthened } from '../activities/auditSearch.js';
+import type { AuditSearchActivities, CandidateOutcome, ExtraCandidate, Strengthened } from '../activities/auditSearch.js';
+import type { Task } from '../core/taskModel.js';
+import { rollout, type RolloutSettings } from './rollout.js';
 
 /** The data audit of one task (`dataAudit`) and of a dataset (`auditRun`, many tasks at once
  *  under a concurrency limit). A task's audit: the row, blind to its labels; the standard
  *  validation (the empty diff and the gold patch graded in fresh containers, as a rollout's
  *  submission is); the search for wrong patches its tests accept (activities/auditSearch.ts);
  *  each wrong candidate confirmed by a fresh grading, the first confirmed one kept as
- *  evidence; one record in Postgres. */
+ *  evidence; one record in Postgres. With an auditor configured, rollouts of the auditor agent
+ *  (core/auditorAgent.ts) come first, and their fixes join the search's candidates. */
 
 export interface AuditSettings {
   sandbox: SandboxLimits & { host: string; gradeTimeoutSeconds: number };
   maxCandidates: number;
   /** Wrong candidates graded afresh before one is kept (each is one grading). */
   maxConfirmations: number;
+  /** The auditor agent: `attempts` rollouts per task on these engines (absent: floe's own
+   *  candidates only). */
+  auditor?: { rollout: RolloutSettings; attempts: number; seed: number };
 }
 
 export interface DataAuditInput { auditId: string; taskId: string; settings: AuditSettings }
@@ -47,9 +53,13 @@ export async function dataAudit(input: DataAuditInput): Promise<DataAuditResult>
   let strengthened: Strengthened | null = null;
   let evidence: (CandidateOutcome & { confirmedBy: string }) | null = null;
   if (validation.ok) {
-    const found = await search.searchWrongPatches({ task, limits, timeoutSeconds, maxCandidates: settings.maxCandidates, labels: { 'floe.run': auditId } });
+    const agent = settings.auditor ? await auditorFixes(auditId, task, settings.auditor) : null;
+    const extra = agent?.fixes ?? [];
+    const found = await search.searchWrongPatches({ task, limits, timeoutSeconds, maxCandidates: settings.maxCandidates, labels: { 'floe.run': auditId }, ...(extra.length ? { extra } : {}) });
     outcomes = found.outcomes;
-    note = found.note;
+    // an auditor that brought nothing says why (its rollouts' gates: a budget too small for the brief shows here)
+    const agentNote = agent && !extra.length ? `the auditor agent submitted no fix (its rollouts ended: ${agent.gates.join(', ')})` : null;
+    note = [found.note, agentNote].filter((n) => n !== null).join('; ') || null;
     strengthened = found.strengthened;
     for (const o of outcomes.filter((c) => c.difference !== null).slice(0, settings.maxConfirmations)) {
       const g = await grade(o.diff, 'audit-wrong');
@@ -66,6 +76,24 @@ export async function dataAudit(input: DataAuditInput): Promise<DataAuditResult>
   return {
     taskId, status, strengthened: !!strengthened?.testPatch, candidates: outcomes.length, wrongFound: outcomes.filter((o) => o.difference !== null).length,
     evidence: evidence ? evidence.description : null, problems: validation.problems,
+  };
+}
+
+/** The auditor agent's rollouts of one task (run id: the audit id; purpose 'audit'), at once;
+ *  the fixes they submitted, as candidates. A rollout that fails adds no candidate. */
+async function auditorFixes(auditId: string, task: Task, auditor: NonNullable<AuditSettings['auditor']>): Promise<{ fixes: ExtraCandidate[]; gates: string[] }> {
+  const taskId = await db.prepareAuditorTask(task.instanceId);
+  const groupId = `${auditId}-${taskId}`;
+  const rolloutIds = Array.from({ length: auditor.attempts }, (_, i) => `${groupId}-${i}`);
+  const results = await Promise.all(rolloutIds.map((rolloutId, attempt) => executeChild(rollout, {
+    workflowId: `${workflowInfo().workflowId}-auditor-${attempt}`,
+    taskQueue: CONTROL_QUEUE,
+    args: [{ runId: auditId, rolloutId, taskId, groupId, attempt, purpose: 'audit' as const, settings: auditor.rollout, seed: auditor.seed + attempt }],
+  }).then((r) => r.gate, () => 'workflow_failed')));
+  const fixes = await db.auditorCandidates({ rolloutIds, testPatch: task.testPatch });
+  return {
+    fixes: fixes.map((f) => ({ id: `agent-${f.rolloutId.slice(groupId.length + 1)}`, kind: 'auditor', description: `the auditor agent's fix (rollout ${f.rolloutId})`, diff: f.diff })),
+    gates: results,
   };
 }
 

@@ -50,7 +50,7 @@ export interface RolloutInput {
   taskId: string;
   groupId: string;
   attempt: number;
-  purpose: 'train' | 'recheck' | 'eval' | 'test';
+  purpose: 'train' | 'recheck' | 'eval' | 'test' | 'audit';
   settings: RolloutSettings;
   seed?: number;
 }
