@@ -4,6 +4,9 @@
 
 export type ShortcutFlag = 'git_history' | 'network' | 'hidden_tests';
 
+/** Every flag, in the order reports show them. */
+export const SHORTCUT_FLAGS: readonly ShortcutFlag[] = ['git_history', 'network', 'hidden_tests'];
+
 const RULES: { flag: ShortcutFlag; pattern: RegExp }[] = [
   // git archaeology: other commits, the reflog, dangling objects, stashes, upstream
   { flag: 'git_history', pattern: /\bgit\s+(?:-\S+\s+)*(?:log\b[^|;&]*--(?:all|reflog)|reflog\b|fsck\b|cat-file\b|rev-list\b[^|;&]*--all|show\s+[0-9a-f]{7,40}\b|stash\s+(?:list|show|pop|apply)\b|log\s+[0-9a-f]{7,40}\b|checkout\s+[0-9a-f]{7,40}\b|branch\s+-a\b|tag\b)/i },

@@ -1,6 +1,7 @@
 import { histogramKeys, layerDifferences } from './stats.js';
 import { PALETTE, barChart, esc, fmtNum, hBarChart, lineChart, stackedAreaChart, stackedHBarChart, type Point } from './svg.js';
 import type { RunSummary, StressLayerRow, UpdateRow } from './types.js';
+import { SHORTCUT_FLAGS, type ShortcutFlag } from '../core/shortcuts.js';
 
 /** One plot of the report: a chart plus the one line that says what it shows. */
 export interface Figure {
@@ -122,9 +123,20 @@ function updateFigures(s: RunSummary): Figure[] {
       lines: [{ name: 'turns passing the raw-format check', points: series(u, (x) => x.formatValidity), style: 'bold', color: PALETTE[3] }],
     }),
     caption: 'Share of the train turns written since the previous update whose raw output passed the raw-format check (turns.format_ok; recorded for every turn, also when the check does not decide what runs).',
+  }, {
+    id: 'shortcuts',
+    title: 'Shortcut attempts per update',
+    body: lineChart({
+      label: 'shortcut share per update', xLabel: 'policy version', yLabel: 'share of rollouts', y: [0, 1], integerX: true,
+      emptyText: 'no train rollout ended',
+      lines: SHORTCUT_FLAGS.map((f, i) => ({ name: SHORTCUT_NAMES[f], points: series(u, (x) => x.shortcutShare?.[f] ?? null), style: i === 0 ? 'bold' as const : undefined, color: PALETTE[[1, 2, 6][i]] })),
+    }),
+    caption: 'Share of the train rollouts that ended since the previous update with at least one command of each kind of shortcut (core/shortcuts.ts). The sandboxes are locked, so an attempt finds nothing (test/lockedDoors.test.ts); a rising line is a policy learning to look for the answer instead of writing the fix (the published 9B run without history pruning went from about 5% to 99% digging into history within 200 steps).',
   });
   return figs;
 }
+
+const SHORTCUT_NAMES: Record<ShortcutFlag, string> = { git_history: 'git history', network: 'network', hidden_tests: 'hidden tests' };
 
 /** Where a train rollout's wall time goes, and the weight update's stages. */
 function timeBreakdownFigure(s: RunSummary): Figure {

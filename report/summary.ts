@@ -5,7 +5,8 @@ import type { Queryable } from '../store/pool.js';
 import { countGateDecisions, countRolloutsByStaleness, listRecheckRewards } from '../store/rollouts.js';
 import { getRun } from '../store/runs.js';
 import { listEvaluations } from '../store/evaluations.js';
-import { countTrainGroups, listEvaluationSummaries, trainRewardsPerUpdate, trainRolloutTimes, trainTurnFormatPerUpdate } from '../store/timeline.js';
+import { countTrainGroups, listEvaluationSummaries, trainRewardsPerUpdate, trainRolloutTimes, trainShortcutsPerUpdate, trainTurnFormatPerUpdate } from '../store/timeline.js';
+import type { ShortcutFlag } from '../core/shortcuts.js';
 import { poolRewardSeries, type EvictionDecision, type PoolTask, type RecheckReward, type TrainReward } from './poolReward.js';
 import { SMOOTHING_ALPHA, ema, epochsOverPool, histogram, keyNumbers, seconds, timeBreakdown } from './stats.js';
 import type { EngineLoad, EvaluationSummary, EvictionRow, GateCount, RunSummary, UpdateRow } from './types.js';
@@ -65,18 +66,21 @@ export async function buildRunSummary(pool: Queryable, runId: string): Promise<R
 /** One row per update; the window columns (runReward, formatValidity) count what ended or was
  *  written between the previous update and this one (store/timeline.ts buckets). */
 async function loadUpdates(pool: Queryable, runId: string, startedAt: Date): Promise<UpdateRow[]> {
-  const [rows, rewards, format] = await Promise.all([
+  const [rows, rewards, format, shortcuts] = await Promise.all([
     listPolicyVersions(pool, runId, { fromVersion: 1 }),
     trainRewardsPerUpdate(pool, runId),
     trainTurnFormatPerUpdate(pool, runId),
+    trainShortcutsPerUpdate(pool, runId),
   ]);
   const rewardIn = new Map(rewards.map((r) => [r.bucket, r]));
   const formatIn = new Map(format.map((r) => [r.bucket, r]));
+  const shortcutsIn = new Map(shortcuts.map((r) => [r.bucket, r]));
   let prev = startedAt;
   return rows.map((r, i) => {
     const createdAt = r.createdAt;
     const won = rewardIn.get(i);
     const turns = formatIn.get(i);
+    const tried = shortcutsIn.get(i);
     const row: UpdateRow = {
       version: r.version,
       createdAt: createdAt.toISOString(),
@@ -95,6 +99,7 @@ async function loadUpdates(pool: Queryable, runId: string, startedAt: Date): Pro
       runRollouts: won?.rollouts ?? 0,
       formatValidity: turns && turns.turns ? turns.formatOk / turns.turns : null,
       turns: turns?.turns ?? 0,
+      shortcutShare: tried && tried.rollouts ? Object.fromEntries(Object.entries(tried.flags).map(([f, n]) => [f, n / tried.rollouts])) as Record<ShortcutFlag, number> : null,
     };
     prev = createdAt;
     return row;

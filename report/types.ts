@@ -1,3 +1,4 @@
+import type { ShortcutFlag } from '../core/shortcuts.js';
 import type { EvaluationSummaryRow } from '../store/timeline.js';
 /** The shape of a run report: everything the HTML page and `summary.json` show, computed
  *  once from Postgres so scripts and CI can check a run without scraping the page. */
@@ -54,6 +55,9 @@ export interface UpdateRow {
    *  check (turns.format_ok; recorded even with the check switched off). Null with no turns. */
   formatValidity: number | null;
   turns: number;
+  /** Per kind of shortcut (core/shortcuts.ts), the share of the train rollouts that ended in
+   *  this window (as runRollouts counts them) that attempted it. Null when none ended. */
+  shortcutShare?: Record<ShortcutFlag, number> | null;
 }
 
 /** staleness value → rollouts; key "unknown" for rollouts with no recorded staleness. */

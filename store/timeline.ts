@@ -1,3 +1,4 @@
+import { SHORTCUT_FLAGS, type ShortcutFlag } from '../core/shortcuts.js';
 import type { EvaluationLabel } from './evaluations.js';
 import type { Queryable } from './pool.js';
 
@@ -56,6 +57,19 @@ export async function trainRewardsPerUpdate(db: Queryable, runId: string): Promi
        and ended_at is not null and reward is not null
      group by 1 order by 1`, [runId]);
   return r.rows.map((x) => ({ bucket: x.bucket, rollouts: x.rollouts, meanReward: x.mean_reward }));
+}
+
+/** Train rollouts that ran to a decision (as trainRewardsPerUpdate counts them), by the update
+ *  window they ended in: how many, and how many attempted each kind of shortcut
+ *  (rollouts.shortcut_flags, core/shortcuts.ts). */
+export async function trainShortcutsPerUpdate(db: Queryable, runId: string): Promise<{ bucket: number; rollouts: number; flags: Record<ShortcutFlag, number> }[]> {
+  const cols = SHORTCUT_FLAGS.map((f) => `count(*) filter (where '${f}' = any(shortcut_flags))::int as ${f}`).join(', ');
+  const r = await db.query<{ bucket: number; rollouts: number } & Record<ShortcutFlag, number>>(
+    `select ${BUCKET_OF('ended_at')} as bucket, count(*)::int as rollouts, ${cols}
+     from rollouts where run_id = $1 and purpose = 'train' and status in ('finished', 'discarded')
+       and ended_at is not null and reward is not null
+     group by 1 order by 1`, [runId]);
+  return r.rows.map((x) => ({ bucket: x.bucket, rollouts: x.rollouts, flags: Object.fromEntries(SHORTCUT_FLAGS.map((f) => [f, x[f]])) as Record<ShortcutFlag, number> }));
 }
 
 /** Turns of train rollouts by the update window they were written in: how many, and how many

@@ -4,6 +4,7 @@ import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { reportFigures } from '../report/figures.js';
 import { renderReportHtml } from '../report/html.js';
 import { ATTEMPT_WINDOW } from '../report/poolReward.js';
 import { OTHER_TIME_LABEL, ema, stressLayerRow } from '../report/stats.js';
@@ -51,6 +52,14 @@ add({ task: 'tB', purpose: 'train', status: 'failed', staleness: null, reward: 0
 // Rechecks of the retired tC: [1, 1] at v10 (kept retired), [0, 1] at v16 (revived).
 for (const [v, rew] of [[10, 1], [10, 1], [16, 0], [16, 1]]) add({ task: 'tC', purpose: 'recheck', status: 'finished', staleness: null, reward: rew, gate: rew ? 'passed' : 'tests_failed', batch: null, version: v, ended: updateAt(v) + 1 });
 
+/** Shortcut attempts: tB digs into git history in odd versions, tA tries the network every
+ *  fifth, a failed rollout (left out of the shares) tried the hidden tests. */
+const flagsOf = (r: R): string[] => [
+  ...(r.task === 'tB' && r.version % 2 === 1 ? ['git_history'] : []),
+  ...(r.task === 'tA' && r.version % 5 === 0 ? ['network'] : []),
+  ...(r.status === 'failed' ? ['hidden_tests'] : []),
+];
+
 /** Two turns per train rollout that ran (finished or discarded): 300 + 250 ms of generation,
  *  100 ms of tool execution; the second turn of a rollout the gate cut off for its format fails
  *  the raw check. A failed rollout got one malformed turn. Each rollout took 1 s of wall time. */
@@ -93,9 +102,9 @@ async function insertRun(): Promise<void> {
         metrics && JSON.stringify(metrics), k ? JSON.stringify({ active: 4 - retired, retired_mastered: retired, retired_hopeless: 0, revived: k >= 16 ? 1 : 0 }) : null]);
   }
   for (const r of rollouts) {
-    await q(`insert into rollouts (rollout_id, run_id, task_id, group_id, attempt, purpose, status, version_start, version_end, reward, gate, staleness, started_at, ended_at)
-             values ($1, $2, $3, $4, 0, $5, $6, $7, $7, $8, $9, $10, $11, $12)`,
-      [r.id, runId, r.task, `${r.task}-v${r.version}`, r.purpose, r.status, r.version, r.reward, r.gate, r.staleness, at(r.ended - 1), at(r.ended)]);
+    await q(`insert into rollouts (rollout_id, run_id, task_id, group_id, attempt, purpose, status, version_start, version_end, reward, gate, staleness, started_at, ended_at, shortcut_flags)
+             values ($1, $2, $3, $4, 0, $5, $6, $7, $7, $8, $9, $10, $11, $12, $13)`,
+      [r.id, runId, r.task, `${r.task}-v${r.version}`, r.purpose, r.status, r.version, r.reward, r.gate, r.staleness, at(r.ended - 1), at(r.ended), flagsOf(r)]);
     const g = gradeMs(r);
     if (r.gate) await q('insert into gate_decisions (rollout_id, gate, reward, detail) values ($1, $2, $3, $4)', [r.id, r.gate, r.reward, JSON.stringify(g !== null && r.task !== 'tC' ? { failing: [], durationMs: g } : { failing: [] })]);
     if (g !== null) await q('insert into submissions (rollout_id, diff, bytes, grade) values ($1, $2, 1, $3)', [r.id, '+x', JSON.stringify(r.task === 'tC' ? { passed: r.reward === 1, durationMs: g } : { passed: r.reward === 1 })]);
@@ -275,6 +284,19 @@ describe('run summary from Postgres', () => {
     // v4: tB was cut off for its format, so one of its turns fails the raw check; v6 has the failed rollout's malformed turn
     expect(summary.updates[3].formatValidity).toBeCloseTo(5 / 6, 12);
     expect(summary.updates[5].formatValidity).toBeCloseTo(4 / 5, 12);
+  });
+
+  it('gives each update the share of its window\'s train rollouts that attempted each kind of shortcut, and plots it', () => {
+    for (let k = 1; k <= N; k++) {
+      const ran = rollouts.filter((r) => r.purpose === 'train' && (r.status === 'finished' || r.status === 'discarded') && r.reward !== null && inWindow(k, r.ended));
+      const share = (flag: string) => ran.filter((r) => flagsOf(r).includes(flag)).length / ran.length;
+      expect(summary.updates[k - 1].shortcutShare, `v${k}`).toEqual({ git_history: share('git_history'), network: share('network'), hidden_tests: share('hidden_tests') });
+    }
+    // v2's window: tA, tB and tC of version 1, and tB tried git history
+    expect(summary.updates[1].shortcutShare?.git_history).toBeCloseTo(1 / 3, 12);
+    // the failed rollout tried the hidden tests, but it did not run to a decision
+    expect(summary.updates.every((u) => u.shortcutShare?.hidden_tests === 0)).toBe(true);
+    expect(reportFigures(summary).map((f) => f.id)).toContain('shortcuts');
   });
 
   it('breaks a train rollout\'s wall time down into what is measured, and the rest', () => {
