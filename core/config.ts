@@ -175,6 +175,9 @@ export const RunConfigSchema = z.strictObject({
     maxOutputBytes: positiveInt.default(64 * 1024),
     diskMb: positiveInt.default(256),
     gradeTimeoutSeconds: positiveInt.default(60),
+    /** Ablation and tests only: false keeps a task image's git history in the agent's sandbox
+     *  (its future commits, the fix among them), the door the recipe locks. */
+    removeHistory: z.boolean().default(true),
     /** Task queue of the sandbox worker (one per container host). */
     host: z.string().min(1).default('local'),
   }).prefault({}),

@@ -10,6 +10,10 @@ export interface SandboxLimits {
   diskMb: number;
   commandTimeoutSeconds: number;
   maxOutputBytes: number;
+  /** false: an image's git history stays in the agent's sandbox (under one more commit, the
+   *  task's base), the door the recipe locks. Only tests and the shortcut ablation turn it off
+   *  (config sandbox.removeHistory); absent = true. Directory sources have no history to keep. */
+  removeHistory?: boolean;
 }
 
 export type KilledReason = 'timeout' | 'output_limit' | 'oom' | 'pids';

@@ -225,8 +225,9 @@ export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
       });
       try {
         if (prepared) heartbeat('repository copied');
-        else if (pipeline === 'fast') await prepareRepositoryFast(docker, c, task, { seal: true });
-        else await prepareRepository(docker, c, task);
+        // sandbox.removeHistory false: only tests and the shortcut ablation keep an image's history
+        else if (pipeline === 'fast') await prepareRepositoryFast(docker, c, task, { seal: true, keepHistory: limits.removeHistory === false });
+        else await prepareRepository(docker, c, task, { keepHistory: limits.removeHistory === false });
       } catch (err) {
         await removeContainer(c);
         throw err;
