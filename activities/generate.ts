@@ -40,6 +40,10 @@ export interface GenerateTurnInput {
   systemPrompt?: string;
   sampling: { temperature: number; topP: number; maxTokensPerTurn: number };
   seed?: number;
+  /** A frozen-weight evaluation's version: ids any other version made are dropped (never
+   *  scored), the engine is loaded again with the weights floe recorded for it, and the
+   *  request is sent again from the same prefix. Absent: training (any version is kept). */
+  frozenVersion?: number;
 }
 
 export type GeneratedTurn =
@@ -161,8 +165,20 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
       if (adapter.inPlaceUpdates) {
         // the engine rebuilt its caches under new weights itself and says which version made each id
         if (!res.versions) throw ApplicationFailure.nonRetryable(`engine ${engine.id} (${adapter.kind}) returned no per-token weight_versions; set engines.endpoints[].kind to the server it is (vllm | sglang) so floe stamps versions itself`, 'EngineError');
+        if (!frozen(res.versions)) {
+          // weights other than the evaluation's landed on this engine: not this policy's ids
+          await answered(requestId, res, null, 'dropped', { reason: 'not_frozen', frozenVersion: input.frozenVersion, versions: [...new Set(res.versions)] });
+          await markEngineUnknown(pool, engine); // the next placement loads the recorded weights again
+          continue;
+        }
         // floe never pauses such an engine, so an abort is not an update's: the turn ends with it
         soFar = extendTurn(soFar, res.tokenIds, res.logprobs, res.versions);
+        if (input.frozenVersion !== undefined && res.finishReason === 'abort' && (await getEngineEpoch(pool, input.runId, engine.id)) > weights.epoch) {
+          // except the pause of a resync loading the frozen weights back: its ids are the frozen
+          // version's, and the turn goes on from that exact prefix
+          await answered(requestId, res, input.frozenVersion, 'aborted', { reason: 'resync' });
+          continue;
+        }
         await answered(requestId, res, res.versions[res.versions.length - 1] ?? weights.version, 'answered', null);
         return record(input, engine, r, p, soFar, res.finishReason, genMs);
       }
@@ -173,11 +189,20 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
         a = { keep: false, reason: 'label_mismatch' };
         await markEngineUnknown(pool, engine);
       }
+      if (a.keep && !frozen([a.version])) {
+        // an update landed on this engine during a frozen-weight evaluation
+        a = { keep: false, reason: 'not_frozen' };
+        await markEngineUnknown(pool, engine);
+      }
       if (a.keep) soFar = extendTurn(soFar, res.tokenIds, res.logprobs, a.version);
       const outcome: RequestOutcome = !a.keep ? 'dropped' : abortedByUpdate(weights.epoch, epoch, res.finishReason) ? 'aborted' : 'answered';
       await answered(requestId, res, a.keep ? a.version : null, outcome, a.keep ? null : { reason: a.reason, labels: res.servedLabels ?? null }, epoch);
       if (outcome === 'answered') return record(input, engine, r, p, soFar, res.finishReason, genMs);
       // aborted by a weight update's pause (or its ids cannot be attributed): send again from the exact prefix
+    }
+
+    function frozen(versions: readonly number[]): boolean {
+      return input.frozenVersion === undefined || versions.every((v) => v === input.frozenVersion);
     }
 
     async function answered(requestId: string, res: GenerateResult | null, version: number | null, outcome: RequestOutcome, detail: unknown, epoch?: number): Promise<void> {

@@ -31,6 +31,12 @@ usage:
   floe stress [CONFIG.yaml] [--layers naive,gate,raw,full] [--set key.path=value]…
                                                           the recipe ablation: one demo run per layer, same pool,
                                                           seed and budget; one report with the layers side by side
+  floe eval <run-id|checkpoint-dir>… --tasks LIST… [--k 4] [--config CONFIG.yaml] [--set key.path=value]…
+            [--source rows.jsonl|toy] [--seed N] [--out FILE.json]
+                                                          frozen-weight pass@1 / pass@k, one column per policy
+                                                          (a run id: its start and final checkpoints); LIST: a file
+                                                          (one task id per line, or a JSON array), toy, pool:RUN_ID
+                                                          or heldout:RUN_ID; --tasks again adds a list
   floe report <run-id> [--out DIR]                        static HTML report + summary.json of a run
   floe engine probe <url> [--kind reference|vllm|sglang] [--json]
                                                           check each capability floe needs of a running
@@ -87,6 +93,25 @@ async function main(argv: string[]): Promise<number> {
       const base = loadRunConfig(file, sets);
       await up(s);
       return runStress(s, { base, configFile: file, sets, layers, command: ['floe', ...argv].join(' ') });
+    }
+    case 'eval': {
+      const p = parseArgs(rest, { tasks: 'multi', k: 'value', config: 'value', set: 'multi', source: 'value', seed: 'value', out: 'value' });
+      const int = (name: string, v: string | undefined, d: number | undefined) => {
+        if (v === undefined) return d;
+        const n = Number(v);
+        if (!/^-?\d+$/.test(v.trim()) || !Number.isSafeInteger(n)) throw new UsageError(`--${name} must be a whole number (got '${v}')`);
+        return n;
+      };
+      const { runEval } = await import('./eval.js');
+      const opts = {
+        policies: p.positional, tasks: p.flags.get('tasks') ?? [], k: int('k', flag(p, 'k'), 4)!, config: flag(p, 'config'), sets: p.flags.get('set') ?? [],
+        source: flag(p, 'source'), out: flag(p, 'out'), seed: int('seed', flag(p, 'seed'), undefined),
+      };
+      if (!opts.policies.length) throw new UsageError('floe eval needs a run id or a checkpoint folder (one column each; a run id gives its start and final checkpoints)');
+      if (!opts.tasks.length) throw new UsageError('floe eval needs --tasks: a file with one task id per line (or a JSON array), toy, pool:RUN_ID or heldout:RUN_ID');
+      if (opts.k < 1 || opts.k > 64) throw new UsageError(`--k must be from 1 to 64 attempts per task (got ${opts.k})`);
+      await up(s);
+      return runEval(s, opts);
     }
     case 'report': {
       const p = parseArgs(rest, { out: 'value' });

@@ -19,7 +19,14 @@ export interface TaskScore {
   passK: number;
 }
 
-const INFRA = new Set(['sandbox_error', 'engine_error', 'workflow_failed']);
+const INFRA = new Set(['sandbox_error', 'engine_error', 'workflow_failed', 'not_frozen']);
+
+/** An evaluation's attempt as scored: one whose tokens carry a weight version other than the
+ *  evaluation's frozen `version` is not that policy's attempt (gate 'not_frozen', counted
+ *  apart like an infrastructure failure). Null versions: no token was generated. */
+export function frozenAttempt(a: Attempt, versions: readonly (number | null)[], version: number): Attempt {
+  return versions.every((v) => v === null || v === version) ? a : { taskId: a.taskId, reward: 0, gate: 'not_frozen' };
+}
 
 /** Unbiased pass@k for n attempts with c solved (k ≤ n; 0 attempts → 0). */
 export function passAtK(n: number, c: number, k: number): number {

@@ -24,7 +24,7 @@ export type Finish = 'stop' | 'length' | 'abort';
 
 export type Attribution =
   | { keep: true; version: number }
-  | { keep: false; reason: 'ambiguous' | 'spanned_updates' | 'label_mismatch' };
+  | { keep: false; reason: 'ambiguous' | 'spanned_updates' | 'label_mismatch' | 'not_frozen' };
 
 /** Which version produced the ids of one answered request, sent while the engine served
  *  `sentAt.version` at epoch `sentAt.epoch` and answered when the epoch was `answeredEpoch`.

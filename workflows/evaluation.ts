@@ -1,5 +1,6 @@
 import { executeChild, proxyActivities, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import { poolPass, scoreTasks, solvedAtLeastOnce, type Attempt, type TaskScore } from '../core/passAtK.js';
+import { frozenAttempt, poolPass, scoreTasks, solvedAtLeastOnce, type Attempt, type TaskScore } from '../core/passAtK.js';
+import type { EvaluationLabel } from '../store/evaluations.js';
 import { CONTROL_QUEUE } from '../core/taskQueues.js';
 import { FloeKind, FloePolicyVersion, FloeRunId } from '../core/searchAttributes.js';
 import type { TrainingActivities } from '../activities/training.js';
@@ -8,11 +9,15 @@ import { rollout, type RolloutSettings } from './rollout.js';
 /** A frozen-weight evaluation: k attempts at every task with the weights the engines hold
  *  (the run starts no weight update meanwhile), at most `maxInFlight` at once. Scores each
  *  task's pass@1 and pass@k (core/passAtK.ts), names the tasks solved at least once (the
- *  published stress-pool rule), and records it all (table evaluations). */
+ *  published stress-pool rule), and records it all (table evaluations).
+ *  Every attempt generates with `version` only (settings.frozenVersion): ids another version
+ *  made are never kept, and an attempt that reports another version anyway is counted apart,
+ *  as an infrastructure failure, not scored (core/passAtK.ts frozenAttempt). `floe eval`
+ *  (cli/eval.ts) runs it on engines started for it alone, label 'checkpoint'. */
 
 export interface EvaluationInput {
   runId: string;
-  label: 'start' | 'end';
+  label: EvaluationLabel;
   version: number;
   taskIds: string[];
   /** k */
@@ -24,7 +29,7 @@ export interface EvaluationInput {
   pool: 'solved' | 'all';
 }
 
-export interface EvaluationResult { label: 'start' | 'end'; version: number; k: number; scores: TaskScore[]; pass1: number | null; passK: number | null; solved: string[] }
+export interface EvaluationResult { label: EvaluationLabel; version: number; k: number; scores: TaskScore[]; pass1: number | null; passK: number | null; solved: string[] }
 
 const training = proxyActivities<TrainingActivities>({ startToCloseTimeout: '1 minute', retry: { maximumAttempts: 10 } });
 
@@ -35,13 +40,14 @@ export async function evaluation(input: EvaluationInput): Promise<EvaluationResu
   const worker = async (): Promise<void> => {
     for (let job = jobs.shift(); job; job = jobs.shift()) {
       const { taskId, t, attempt } = job;
-      const groupId = `${input.runId}-eval-${input.label}-${taskId}`;
+      // a run evaluates 'periodic' and 'retired' once per version, 'start' and 'end' once
+      const groupId = `${input.runId}-eval-${input.label}${input.label === 'periodic' || input.label === 'retired' ? `-v${input.version}` : ''}-${taskId}`;
       const r = await executeChild(rollout, {
         workflowId: `${workflowInfo().workflowId}-${taskId}-${attempt}`,
         taskQueue: CONTROL_QUEUE,
-        args: [{ runId: input.runId, rolloutId: `${groupId}-${attempt}`, taskId, groupId, attempt, purpose: 'eval' as const, settings: input.settings, seed: input.seed * 7_919 + t * 64 + attempt }],
-      }).catch(() => ({ taskId, reward: 0, gate: 'workflow_failed' }));
-      attempts.push({ taskId, reward: r.reward, gate: r.gate });
+        args: [{ runId: input.runId, rolloutId: `${groupId}-${attempt}`, taskId, groupId, attempt, purpose: 'eval' as const, settings: { ...input.settings, frozenVersion: input.version }, seed: input.seed * 7_919 + t * 64 + attempt }],
+      }).catch(() => ({ taskId, reward: 0, gate: 'workflow_failed', versionStart: null, versionEnd: null }));
+      attempts.push(frozenAttempt({ taskId, reward: r.reward, gate: r.gate }, [r.versionStart, r.versionEnd], input.version));
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(input.maxInFlight, jobs.length)) }, worker));

@@ -39,6 +39,9 @@ export interface RolloutSettings {
   maxDiffBytes: number;
   /** The recipe's rollout layers (config `recipe`); absent or a field absent = on. */
   recipe?: Partial<Layers>;
+  /** A frozen-weight evaluation's policy version (workflows/evaluation.ts): a generated id of
+   *  any other version is never kept (activities/generate.ts). Absent: training. */
+  frozenVersion?: number;
   /** bench/throughput.ts only: 'legacy' runs the rollout as before the fast path (every audit
    *  write its own activity). Absent: the fast path. */
   pipeline?: 'fast' | 'legacy';
@@ -142,7 +145,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     for (;;) {
       const over: Ended | null = budgetGate(state, cfg.budgets, Date.now());
       if (over) return atBudget(over);
-      const gen = await engine.generateTurn({ runId: input.runId, rolloutId, turnIndex: state.turns, taskId: input.taskId, groupId: input.groupId, engines: cfg.engines, router: cfg.router, render: cfg.render, systemPrompt: cfg.systemPrompt, sampling: cfg.sampling, seed: input.seed === undefined ? undefined : input.seed + state.turns });
+      const gen = await engine.generateTurn({ runId: input.runId, rolloutId, turnIndex: state.turns, taskId: input.taskId, groupId: input.groupId, engines: cfg.engines, router: cfg.router, render: cfg.render, systemPrompt: cfg.systemPrompt, sampling: cfg.sampling, seed: input.seed === undefined ? undefined : input.seed + state.turns, ...(cfg.frozenVersion === undefined ? {} : { frozenVersion: cfg.frozenVersion }) });
       if (gen.kind === 'prompt_too_long') return atBudget({ gate: 'budget_tokens', detail: { engine: gen.engineId, detail: gen.detail } });
       const turnIndex = state.turns;
       state.turns++;
