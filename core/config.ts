@@ -124,6 +124,12 @@ export const RunConfigSchema = z.strictObject({
     /** Train only on the tasks the starting policy solves at least once in `attempts` (the
      *  published stress-pool rule; needs atStart). */
     poolFromStart: z.boolean().default(false),
+    /** Every this many updates (0: never), a frozen-weight evaluation inside the run: the
+     *  `heldOut` tasks (label 'periodic'), and the tasks eviction has retired so far (label
+     *  'retired': the forgetting check). The loop starts no update meanwhile. */
+    every: nonNegInt.default(0),
+    /** Task ids training never sees, scored by the periodic evaluation (from tasks.source). */
+    heldOut: z.array(z.string().min(1)).default([]),
   }).prefault({}),
   eviction: z.strictObject({
     enabled: z.boolean().default(true),
@@ -200,6 +206,11 @@ export function parseRunConfig(input: unknown, source = 'config'): RunConfig {
     if (tiny && tokenizer !== 'byte') throw new ConfigError([{ path: 'policy.tokenizer', message: `the tiny policy reads bytes: use tokenizer 'byte' (got ${JSON.stringify(tokenizer)}), or an hf: model for a real tokenizer` }], source);
     if (!tiny && !model.startsWith('hf:')) throw new ConfigError([{ path: 'policy.model', message: `unknown model ${JSON.stringify(model)}: use 'tiny', 'tiny:k=v,…' or 'hf:<config.json | model folder | model_type:k=v,…>'` }], source);
     if (r.data.evaluation.poolFromStart && !r.data.evaluation.atStart) throw new ConfigError([{ path: 'evaluation.poolFromStart', message: 'picking the pool by the starting policy needs its evaluation: set evaluation.atStart: true' }], source);
+    const { every, heldOut } = r.data.evaluation;
+    const trained = new Set(r.data.tasks.include);
+    const overlap = heldOut.filter((id) => trained.has(id));
+    if (overlap.length) throw new ConfigError([{ path: 'evaluation.heldOut', message: `held-out tasks must not be trained on, but tasks.include lists ${overlap.join(', ')}: take them out of one list` }], source);
+    if (heldOut.length && every === 0) throw new ConfigError([{ path: 'evaluation.every', message: 'evaluation.heldOut is scored by the periodic evaluation: set evaluation.every to N (updates)' }], source);
     return r.data;
   }
   throw new ConfigError(r.error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message })), source);

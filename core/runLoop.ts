@@ -29,7 +29,7 @@ export interface LoopStatus {
   pool: { active: number; retiredMastered: number; retiredHopeless: number; revived: number };
   continuedAsNew: number;
   /** Frozen-weight evaluations so far (absent in runs recorded before them). */
-  evaluations?: { label: 'start' | 'end'; version: number; k: number; tasks: number; pass1: number | null; passK: number | null; pool: number }[];
+  evaluations?: { label: 'start' | 'end' | 'periodic' | 'retired'; version: number; k: number; tasks: number; pass1: number | null; passK: number | null; pool: number }[];
 }
 
 /** A finished rollout as the loop sees it. */
@@ -231,6 +231,18 @@ export function evictionLanded(s: LoopState, f: InFlight, decisions: readonly Ev
     applyDecision(s.tasks[d.taskId], d, Number(d.evidence.version ?? s.status.policyVersion));
   }
   s.status.pool = poolCounts(s.tasks);
+}
+
+/** The periodic evaluation (config evaluation.every) is due once an update lands at a version
+ *  that is a multiple of `every` (never before the first update, never when 0). */
+export function periodicEvaluationDue(version: number, every: number): boolean {
+  return every > 0 && version > 0 && version % every === 0;
+}
+
+/** The tasks eviction holds retired as mastered now, in pool order: the forgetting check
+ *  re-scores them with frozen weights (a mastered task that is no longer solved was forgotten). */
+export function masteredTasks(s: LoopState): string[] {
+  return s.order.filter((id) => s.tasks[id]?.state === 'retired_mastered');
 }
 
 /** Start draining once the history is long: no new groups until everything in flight ends. */

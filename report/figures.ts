@@ -22,7 +22,8 @@ const series = (updates: UpdateRow[], pick: (u: UpdateRow) => number | null | un
  *  a plot without a partner, and the tables, take the full width. */
 export function reportFigures(s: RunSummary): Figure[] {
   const figs = [...(s.updates.length ? updateFigures(s) : []), timeBreakdownFigure(s), ...runFigures(s), engineFigure(s)];
-  if (s.evaluationTasks?.length || s.evaluations?.length) figs.push(evaluationFigure(s));
+  if (s.evaluationTasks?.some((e) => e.label === 'start' || e.label === 'end') || s.evaluations?.some((e) => e.label === 'start' || e.label === 'end')) figs.push(evaluationFigure(s));
+  if (s.evaluations?.some((e) => e.label === 'periodic' || e.label === 'retired')) figs.push(periodicFigure(s));
   if (s.layers?.length) figs.push(layersFigure(s.layers));
   if (s.comparison?.length) figs.push(comparisonFigure(s));
   return figs;
@@ -190,7 +191,7 @@ function timeBreakdownFigure(s: RunSummary): Figure {
 
 /** Frozen-weight pass@1 per task at the start and at the end, with the pool means. */
 function evaluationFigure(s: RunSummary): Figure {
-  const tasks = [...new Set(s.evaluationTasks.map((e) => e.taskId))];
+  const tasks = [...new Set(s.evaluationTasks.filter((e) => e.label === 'start' || e.label === 'end').map((e) => e.taskId))];
   const byLabel = (label: 'start' | 'end') => new Map(s.evaluationTasks.filter((e) => e.label === label).map((e) => [e.taskId, e]));
   const start = byLabel('start');
   const end = byLabel('end');
@@ -221,6 +222,26 @@ function evaluationFigure(s: RunSummary): Figure {
     wide: true,
     body: `<div class="split"><div>${chart}${means}</div>${perTask}</div>`,
     caption: `Each task attempted ${k ?? 'k'} times with the weights frozen (no update in between), with the starting and with the final policy; pass@1 and pass@k are the unbiased estimators, attempts lost to infrastructure left out. Pool pass@1 averages the tasks the run trained on.`,
+  };
+}
+
+/** Periodic frozen-weight evaluations inside the run (evaluation.every): held-out tasks, and the
+ *  tasks retired as mastered so far (the forgetting check), beside the training reward. */
+function periodicFigure(s: RunSummary): Figure {
+  const at = (label: string): Point[] => s.evaluations.filter((e) => e.label === label).map((e) => [e.version, e.pass1]);
+  const smoothed: Point[] = s.updates.map((x, i) => [x.version, s.smoothedReward[i]]);
+  return {
+    id: 'periodic-evaluation',
+    title: 'Held-out and retired tasks, frozen weights, during training',
+    body: lineChart({
+      label: 'periodic frozen-weight evaluations', xLabel: 'policy version', yLabel: 'pass@1 / reward', y: [0, 1], integerX: true,
+      lines: [
+        { name: 'training reward (EMA)', points: smoothed, style: 'dashed', color: PALETTE[0] },
+        { name: 'held-out tasks, pass@1', points: at('periodic'), style: 'bold', color: PALETTE[2] },
+        { name: 'tasks retired as mastered so far, pass@1', points: at('retired'), style: 'bold', color: PALETTE[4] },
+      ],
+    }),
+    caption: `Every evaluation.every updates the loop stops starting updates and scores, with the weights just landed (k = ${s.evaluations.find((e) => e.label === 'periodic' || e.label === 'retired')?.k ?? 'k'} attempts each), the held-out tasks training never sees and the tasks eviction has retired as mastered so far. Training reward counts only the tasks still trained on; a falling retired line is forgetting that reward hides.`,
   };
 }
 

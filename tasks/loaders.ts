@@ -70,7 +70,12 @@ export function loadToySuite(opts: { onBadRow: OnBadRow; dir?: string }): LoadRe
   return finish(tasks, errors, opts.onBadRow);
 }
 
-export interface PoolSelection { source: string; layout?: TaskLayout | 'auto'; include: string[]; limit: number; excludeLooseTests: boolean; onBadRow: OnBadRow; /** Applied by the loadTaskPool activity (core/dataAudit.ts applyAudit). */ audit?: { id: string; use: 'original' | 'curated' | 'strengthened' } }
+export interface PoolSelection {
+  source: string; layout?: TaskLayout | 'auto'; include: string[]; limit: number; excludeLooseTests: boolean; onBadRow: OnBadRow;
+  /** Task ids kept out of the pool (a run's held-out evaluation tasks), before the limit. */
+  exclude?: string[];
+  /** Applied by the loadTaskPool activity (core/dataAudit.ts applyAudit). */ audit?: { id: string; use: 'original' | 'curated' | 'strengthened' };
+}
 
 /** The tasks a run trains on, in a stable order. */
 export function selectTasks(sel: PoolSelection): LoadResult {
@@ -82,6 +87,12 @@ export function selectTasks(sel: PoolSelection): LoadResult {
     tasks = tasks.filter((t) => sel.include.includes(t.instanceId));
   }
   if (sel.excludeLooseTests) tasks = tasks.filter((t) => t.looseTests !== true);
+  if (sel.exclude?.length) {
+    const out = new Set(sel.exclude);
+    const unknown = sel.exclude.filter((id) => !loaded.tasks.some((t) => t.instanceId === id));
+    if (unknown.length) throw new Error(`evaluation.heldOut names unknown task ids: ${unknown.join(', ')}`);
+    tasks = tasks.filter((t) => !out.has(t.instanceId));
+  }
   if (sel.limit > 0) tasks = tasks.slice(0, sel.limit);
   return { tasks, errors: loaded.errors };
 }

@@ -12,6 +12,12 @@ const tmp = (name: string, text: string) => {
 };
 
 describe('run config', () => {
+  it('keeps held-out tasks out of training, and asks for the periodic evaluation that scores them', () => {
+    expect(parseRunConfig({ evaluation: { every: 5, heldOut: ['x'] } }).evaluation).toMatchObject({ every: 5, heldOut: ['x'] });
+    expect(() => parseRunConfig({ tasks: { include: ['x', 'y'] }, evaluation: { every: 5, heldOut: ['y'] } })).toThrow(/evaluation\.heldOut: held-out tasks must not be trained on, but tasks\.include lists y/);
+    expect(() => parseRunConfig({ evaluation: { heldOut: ['y'] } })).toThrow(/evaluation\.every: .*set evaluation\.every/);
+  });
+
   it('has defaults that fit the embedded setup', () => {
     const c = parseRunConfig({});
     expect(c.tasks.source).toBe('toy');
@@ -64,7 +70,7 @@ describe('run config', () => {
     const stress = loadRunConfig(path.join(dir, 'stress-test.yaml'));
     expect(stress.trainer).toMatchObject({ advantage: 'reward', epochs: 4, minibatches: 16 });
     // from a weak start, the pool by the published rule, 20 epochs over 16 tasks
-    expect(stress.evaluation).toEqual({ attempts: 4, atStart: true, atEnd: true, poolFromStart: true });
+    expect(stress.evaluation).toEqual({ attempts: 4, atStart: true, atEnd: true, poolFromStart: true, every: 0, heldOut: [] });
     expect(stress.policy.warmStartSteps).toBe(300);
     expect((stress.training.updates * stress.training.groupsPerUpdate) / stress.tasks.limit).toBeGreaterThanOrEqual(20);
     // the router comparison shares the stress test's candidate pool (its own, longer warm start:

@@ -76,6 +76,9 @@ const EVALS = [
   { label: 'start', version: 0, task: 'tC', pass1: 0.75, inPool: true }, { label: 'start', version: 0, task: 'tD', pass1: 0, inPool: false },
   { label: 'end', version: N, task: 'tA', pass1: 1, inPool: true }, { label: 'end', version: N, task: 'tB', pass1: 0.5, inPool: true },
   { label: 'end', version: N, task: 'tC', pass1: 1, inPool: true }, { label: 'end', version: N, task: 'tD', pass1: 0.25, inPool: false },
+  // every 10 updates: the held-out tH, and the tasks retired as mastered by then (tC at v10; none at v20, revived at v16)
+  { label: 'periodic', version: 10, task: 'tH', pass1: 0.25, inPool: false }, { label: 'retired', version: 10, task: 'tC', pass1: 0.75, inPool: false },
+  { label: 'periodic', version: 20, task: 'tH', pass1: 0.5, inPool: false },
 ] as const;
 /** Update k's window: [updateAt(k-1), updateAt(k)) (before update 1: everything earlier). */
 const inWindow = (k: number, sec: number) => (k === 1 || sec >= updateAt(k - 1)) && sec < updateAt(k);
@@ -249,8 +252,8 @@ describe('run summary from Postgres', () => {
   it('reads the frozen-weight evaluations, per label and per task', () => {
     const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
     const of = (label: string, pool?: boolean) => EVALS.filter((e) => e.label === label && (pool === undefined || e.inPool === pool)).map((e) => e.pass1);
-    expect(summary.evaluations.map((e) => e.label)).toEqual(['start', 'end']);
-    const [start, end] = summary.evaluations;
+    expect(summary.evaluations.filter((e) => e.label === 'start' || e.label === 'end').map((e) => e.label)).toEqual(['start', 'end']);
+    const [start, end] = summary.evaluations.filter((e) => e.label === 'start' || e.label === 'end');
     expect(start).toMatchObject({ label: 'start', version: 0, k: 4, tasks: 4, poolTasks: 3 });
     expect(start.pass1).toBeCloseTo(mean(of('start')), 12);
     expect(start.poolPass1).toBeCloseTo(mean(of('start', true)), 12);
@@ -259,6 +262,16 @@ describe('run summary from Postgres', () => {
     expect(end.poolPass1).toBeCloseTo(mean(of('end', true)), 12);
     expect(summary.evaluationTasks).toHaveLength(EVALS.length);
     expect(summary.evaluationTasks.find((e) => e.label === 'end' && e.taskId === 'tD')).toMatchObject({ pass1: 0.25, inPool: false, k: 4 });
+  });
+
+  it('reads the periodic evaluations (held-out tasks, and the retired ones: the forgetting check) and plots them by version', () => {
+    const at = (label: string) => summary.evaluations.filter((e) => e.label === label).map((e) => [e.version, e.pass1]);
+    expect(at('periodic')).toEqual([[10, 0.25], [20, 0.5]]);
+    expect(at('retired')).toEqual([[10, 0.75]]);
+    const figs = reportFigures(summary);
+    expect(figs.map((f) => f.id)).toContain('periodic-evaluation');
+    // the start-vs-end figure keeps to the tasks those two scored
+    expect(figs.find((f) => f.id === 'evaluation')!.body).not.toContain('<code>tH</code>');
   });
 
   it('counts epochs as train groups started per pool task (the start evaluation\'s pool)', () => {
@@ -390,7 +403,7 @@ describe('report page', () => {
     expect(json.updates).toHaveLength(N);
     expect(json.comparison).toHaveLength(2);
     expect(json.layers?.map((l) => l.label)).toEqual(['naive', 'full']);
-    expect(json.evaluations).toHaveLength(2);
+    expect(json.evaluations).toHaveLength(5); // start, end, two periodic, one retired
     expect(json.updates[0]).toHaveProperty('formatValidity');
     expect(fs.readFileSync(files.html, 'utf8')).toContain('<svg ');
   });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
-  carried, chooseBatch, discardStale, evictionLanded, idle, loopGoesOn, meanReward, newInFlight, newLoopState, noteHistoryLength,
-  planGroups, readyToContinueAsNew, rolloutFinished, setPool, transition, updateLanded,
+  carried, chooseBatch, discardStale, evictionLanded, idle, loopGoesOn, masteredTasks, meanReward, newInFlight, newLoopState, noteHistoryLength,
+  periodicEvaluationDue, planGroups, readyToContinueAsNew, rolloutFinished, setPool, transition, updateLanded,
   type Finished, type InFlight, type LoopConfig, type LoopState,
 } from '../core/runLoop.js';
 import { groupAdvantages } from '../core/advantages.js';
@@ -263,5 +263,23 @@ describe('the training run state machine, rule by rule', () => {
   it('one mean reward', () => {
     expect(meanReward([])).toBeNull();
     expect(meanReward([{ reward: 1 }, { reward: 0 }, { reward: 0.5 }])).toBe(0.5);
+  });
+});
+
+describe('periodic evaluations (evaluation.every)', () => {
+  it('are due when an update lands at a multiple of every, never at version 0 or with every 0', () => {
+    expect([1, 2, 3, 4, 5, 6].filter((v) => periodicEvaluationDue(v, 3))).toEqual([3, 6]);
+    expect([0, 1, 2].filter((v) => periodicEvaluationDue(v, 1))).toEqual([1, 2]);
+    expect([1, 2, 3].some((v) => periodicEvaluationDue(v, 0))).toBe(false);
+  });
+
+  it('re-score the tasks retired as mastered, in pool order (not the hopeless ones, not the revived)', () => {
+    const s = newLoopState('r', 'n', 2);
+    setPool(s, ['a', 'b', 'c', 'd']);
+    expect(masteredTasks(s)).toEqual([]);
+    s.tasks.d.state = 'retired_mastered';
+    s.tasks.b.state = 'retired_mastered';
+    s.tasks.c.state = 'retired_hopeless';
+    expect(masteredTasks(s)).toEqual(['b', 'd']);
   });
 });

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadJsonl } from '../tasks/loaders.js';
+import { loadJsonl, selectTasks } from '../tasks/loaders.js';
 
 const fixture = (f: string) => path.join(import.meta.dirname, 'fixtures', 'datasets', f);
 
@@ -47,5 +47,15 @@ describe('task loaders', () => {
 
   it('fail the whole load when asked to, naming every bad row', () => {
     expect(() => loadJsonl(fixture('bad-rows.jsonl'), { onBadRow: 'fail' })).toThrow(/4 bad task row\(s\):[\s\S]*bad-rows\.jsonl:2[\s\S]*bad-rows\.jsonl:6[\s\S]*onBadRow: 'skip'/);
+  });
+});
+
+describe('pool selection', () => {
+  it('keeps held-out task ids out of the pool, before the limit, and names unknown ones', () => {
+    const all = selectTasks({ source: 'toy', include: [], limit: 0, excludeLooseTests: true, onBadRow: 'fail' }).tasks.map((t) => t.instanceId);
+    const held = all.slice(0, 2);
+    const pool = selectTasks({ source: 'toy', include: [], limit: 3, excludeLooseTests: true, onBadRow: 'fail', exclude: held }).tasks.map((t) => t.instanceId);
+    expect(pool).toEqual(all.slice(2, 5));
+    expect(() => selectTasks({ source: 'toy', include: [], limit: 0, excludeLooseTests: true, onBadRow: 'fail', exclude: ['toy__nope'] })).toThrow(/evaluation\.heldOut names unknown task ids: toy__nope/);
   });
 });

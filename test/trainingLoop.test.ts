@@ -24,6 +24,8 @@ import { countRollouts, listRollouts, listRunTurns, listRunTurnTokens } from '..
  *  reference engines and trainer (a briefly warm-started tiny policy on CPU). */
 
 const TASKS = ['toy__caesar_wrap', 'toy__hex_pad'];
+/** Scored by the periodic evaluation only: training never sees it. */
+const HELD_OUT = 'toy__day_of_year';
 let db: pg.Pool;
 let gpu: EmbeddedGpu;
 let checkpoint: string;
@@ -41,7 +43,7 @@ function loopConfig(over: Partial<RunConfig['training']> = {}, g: EmbeddedGpu = 
     rollout: { groupSize: 2, maxInFlight: 4, maxTurns: 2 },
     training: { groupsPerUpdate: 1, updates: 2, ...over },
     eviction: { enabled: true, masteredK: 2, hopelessM: 2, recheckEvery: 1, recheckAttempts: 1 },
-    evaluation: { attempts: 2, atStart: true, atEnd: true },
+    evaluation: { attempts: 2, atStart: true, atEnd: true, every: 1, heldOut: [HELD_OUT] },
   });
 }
 
@@ -77,10 +79,25 @@ describe('trainingRun', () => {
     expect(final).toMatchObject({ state: 'completed', policyVersion: 2, updatesDone: 2 });
     // frozen-weight evaluations of the pool with the starting and the final weights, k = 2
     const evals = await listEvaluations(db, runId);
-    expect(evals.map((e) => [e.label, e.version, e.taskId, e.k, e.attempts + e.failed])).toEqual([
+    const of = (...labels: string[]) => evals.filter((e) => labels.includes(e.label)).sort((a, b) => a.version - b.version || b.label.localeCompare(a.label) || a.taskId.localeCompare(b.taskId)).map((e) => [e.label, e.version, e.taskId, e.k, e.attempts + e.failed]);
+    expect(of('start', 'end')).toEqual([
       ['start', 0, TASKS[0], 2, 2], ['start', 0, TASKS[1], 2, 2], ['end', 2, TASKS[0], 2, 2], ['end', 2, TASKS[1], 2, 2]]);
-    expect((final as RunStatus).evaluations?.map((e) => [e.label, e.version, e.tasks])).toEqual([['start', 0, 2], ['end', 2, 2]]);
-    expect((await listRollouts(db, runId)).filter((r) => r.purpose === 'eval')).toHaveLength(8);
+    // every update (evaluation.every: 1): the held-out task, with the weights just landed
+    expect(of('periodic')).toEqual([['periodic', 1, HELD_OUT, 2, 2], ['periodic', 2, HELD_OUT, 2, 2]]);
+    const byStatus = (final as RunStatus).evaluations ?? [];
+    expect(byStatus.filter((e) => e.label !== 'retired').map((e) => [e.label, e.version, e.tasks])).toEqual([['start', 0, 2], ['periodic', 1, 1], ['periodic', 2, 1], ['end', 2, 2]]);
+    // the forgetting check: at each periodic evaluation, the tasks retired as mastered by then (if any)
+    for (const e of byStatus.filter((x) => x.label === 'retired')) expect(e.tasks).toBeGreaterThan(0);
+    expect(of('retired').every(([, , taskId]) => TASKS.includes(taskId as string))).toBe(true);
+    const all = await listRollouts(db, runId);
+    const evalRollouts = all.filter((r) => r.purpose === 'eval');
+    expect(evalRollouts.filter((r) => !r.groupId.includes('-eval-periodic-') && !r.groupId.includes('-eval-retired-'))).toHaveLength(8);
+    // frozen: a periodic evaluation's every token came from the version it evaluates, and training never saw the held-out task
+    for (const r of evalRollouts.filter((x) => x.groupId.includes('-eval-periodic-'))) {
+      const v = Number(/-eval-periodic-v(\d+)-/.exec(r.groupId)![1]);
+      if (r.versionStart !== null) expect([r.versionStart, r.versionEnd]).toEqual([v, v]);
+    }
+    expect(all.filter((r) => r.purpose === 'train' && r.taskId === HELD_OUT)).toEqual([]);
     const versions = await listPolicyVersions(db, runId);
     expect(versions.map((r) => r.version)).toEqual([1, 2]);
     for (const v of versions) {

@@ -6,7 +6,7 @@ import type { RunConfig } from '../core/config.js';
 import { lrAt } from '../core/lrSchedule.js';
 import { renderSpec } from '../core/renderSpec.js';
 import {
-  carried, chooseBatch, discardStale, evictionLanded, loopGoesOn, newInFlight, newLoopState, noteHistoryLength, planGroups,
+  carried, chooseBatch, discardStale, evictionLanded, loopGoesOn, masteredTasks, newInFlight, newLoopState, noteHistoryLength, periodicEvaluationDue, planGroups,
   readyToContinueAsNew, rolloutFinished, setPool, transition, updateLanded, type LoopState as CoreLoopState,
 } from '../core/runLoop.js';
 import { rootMessage } from '../core/failures.js';
@@ -114,12 +114,17 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
 
   if (!input.carried) {
     await db.recordRunStart({ runId, workflowId: workflowInfo().workflowId, name: config.name, config });
-    const pool = await taskActs.loadTaskPool({ source: config.tasks.source, layout: config.tasks.layout, include: config.tasks.include, limit: config.tasks.limit, excludeLooseTests: config.tasks.excludeLooseTests, onBadRow: config.tasks.onBadRow, ...(config.tasks.audit ? { audit: config.tasks.audit } : {}) });
+    const heldOut = config.evaluation?.heldOut ?? [];
+    const sel = { source: config.tasks.source, layout: config.tasks.layout, limit: config.tasks.limit, excludeLooseTests: config.tasks.excludeLooseTests, onBadRow: config.tasks.onBadRow };
+    // held-out tasks never enter the pool; they are loaded (and their images checked) for the periodic evaluation
+    const pool = await taskActs.loadTaskPool({ ...sel, include: config.tasks.include, ...(config.tasks.audit ? { audit: config.tasks.audit } : {}), ...(heldOut.length ? { exclude: heldOut } : {}) });
+    const held = heldOut.length ? await taskActs.loadTaskPool({ ...sel, include: heldOut, limit: 0, excludeLooseTests: false }) : null;
+    const images = [...new Set([...(pool.images ?? []), ...(held?.images ?? [])])].sort();
     // (histories recorded before the preflight have no images in the pool's answer)
-    if (pool.images?.length) {
+    if (images.length) {
       // every task image is on the sandbox host (or pulled) before any rollout starts
       const preflight = proxyActivities<SandboxActivities>({ taskQueue: sandboxQueue(config.sandbox.host), startToCloseTimeout: '2 hours', heartbeatTimeout: '2 minutes', retry: { maximumAttempts: 3 } });
-      await preflight.preflightTaskImages({ images: pool.images });
+      await preflight.preflightTaskImages({ images });
     }
     let taskIds = pool.taskIds;
     if (config.evaluation?.atStart) {
@@ -134,14 +139,25 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
   }
 
 
-  async function evaluate(label: 'start' | 'end', taskIds: string[]): Promise<EvaluationResult> {
+  async function evaluate(label: 'start' | 'end' | 'periodic' | 'retired', taskIds: string[]): Promise<EvaluationResult> {
     const e = await executeChild(evaluation, {
-      workflowId: `${workflowInfo().workflowId}-eval-${label}`,
+      // start and end happen once a run; the periodic ones once per version
+      workflowId: `${workflowInfo().workflowId}-eval-${label}${label === 'start' || label === 'end' ? '' : `-v${status.policyVersion}`}`,
       taskQueue: CONTROL_QUEUE,
       args: [{ runId, label, version: status.policyVersion, taskIds, attempts: config.evaluation.attempts, maxInFlight: config.rollout.maxInFlight, settings, seed: config.seed, pool: label === 'start' && config.evaluation.poolFromStart ? 'solved' as const : 'all' as const }],
     });
     status.evaluations = [...(status.evaluations ?? []), { label, version: e.version, k: e.k, tasks: taskIds.length, pass1: e.pass1, passK: e.passK, pool: e.solved.length }];
     return e;
+  }
+
+  /** Every evaluation.every updates, with the weights just landed and no update started until
+   *  it ends: the held-out tasks, and the tasks retired as mastered so far (the forgetting
+   *  check). Train rollouts in flight go on meanwhile; their results wait for the loop. */
+  async function evaluatePeriodic(): Promise<void> {
+    if (!periodicEvaluationDue(status.policyVersion, config.evaluation?.every ?? 0)) return;
+    if (config.evaluation.heldOut.length) await evaluate('periodic', config.evaluation.heldOut);
+    const mastered = masteredTasks(s);
+    if (mastered.length) await evaluate('retired', mastered);
   }
 
   // ---- mailboxes: what the children report, taken in by the state machine at the next wake ----
@@ -228,7 +244,10 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
     await condition(() => finished.length > 0 || updateDone !== null || evictionDone !== null || failure !== null || status.state !== 'running' || readyToContinueAsNew(s, f));
     if (failure !== null) throw failure; // a weight update or eviction failed after its retries: the run fails with its reason
     for (const r of finished.splice(0, finished.length)) rolloutFinished(s, f, config, r);
-    if (updateDone) await landUpdate(updateDone);
+    if (updateDone) {
+      await landUpdate(updateDone);
+      await evaluatePeriodic();
+    }
     if (evictionDone) landEviction(evictionDone);
     await recordStale();
     startUpdate();
