@@ -37,7 +37,7 @@ import { insertRun } from '../store/runs.js';
 import { closeDbPool } from '../store/pool.js';
 import { loadToySuite } from '../tasks/loaders.js';
 import type { RolloutInput, RolloutResult, RolloutSettings } from '../workflows/rollout.js';
-import { startScriptedEngine } from '../test/helpers/scriptedEngine.js';
+import { scriptedRolloutSettings, startScriptedEngine } from '../test/helpers/scriptedEngine.js';
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -241,17 +241,7 @@ for (const pipeline of PATHS) {
 const running = Promise.all(workers.map((w) => w.run()));
 
 function rolloutSettings(pipeline: SandboxPipeline): RolloutSettings {
-  const c = parseRunConfig({});
-  return {
-    engines: [{ id: 'scripted', url: engine.url, node: 'local' }],
-    router: 'least-loaded',
-    sampling: { temperature: 1, topP: 1, maxTokensPerTurn: c.policy.maxTokensPerTurn },
-    budgets: { maxTurns: c.rollout.maxTurns, maxTotalTokens: 100_000, maxWallSeconds: 600 },
-    maxObservationChars: c.rollout.maxObservationChars,
-    sandbox: { ...c.sandbox, host: `bench-${pipeline}` },
-    maxDiffBytes: 64 * 1024,
-    pipeline,
-  };
+  return { ...scriptedRolloutSettings(engine.url, { host: `bench-${pipeline}` }), pipeline };
 }
 
 let counter = 0;

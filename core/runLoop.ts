@@ -47,6 +47,9 @@ export interface LoopState<R extends Finished = Finished> {
   status: LoopStatus;
   tasks: Record<string, TaskRecord>;
   retiredAt: Record<string, number>;
+  /** The version at which each task was first retired as mastered, kept when it is revived
+   *  (absent in states carried before the forgetting check). */
+  masteredAt?: Record<string, number>;
   order: string[];
   cursor: number;
   groupSeq: number;
@@ -79,7 +82,7 @@ export function newLoopState<R extends Finished>(runId: string, name: string, up
       rolloutsFinished: 0, rolloutsInFlight: 0, discardedStale: 0, lastMeanReward: null,
       pool: { active: 0, retiredMastered: 0, retiredHopeless: 0, revived: 0 }, continuedAsNew: 0,
     },
-    tasks: {}, retiredAt: {}, order: [], cursor: 0, groupSeq: 0, ready: {}, readyOrder: [],
+    tasks: {}, retiredAt: {}, masteredAt: {}, order: [], cursor: 0, groupSeq: 0, ready: {}, readyOrder: [],
   };
 }
 
@@ -228,6 +231,7 @@ export function evictionLanded(s: LoopState, f: InFlight, decisions: readonly Ev
   f.evicting = false;
   for (const d of decisions) {
     if (d.decision === 'retire_mastered' || d.decision === 'retire_hopeless') s.retiredAt[d.taskId] = s.status.policyVersion;
+    if (d.decision === 'retire_mastered') (s.masteredAt ??= {})[d.taskId] ??= s.status.policyVersion;
     applyDecision(s.tasks[d.taskId], d, Number(d.evidence.version ?? s.status.policyVersion));
   }
   s.status.pool = poolCounts(s.tasks);
@@ -239,10 +243,13 @@ export function periodicEvaluationDue(version: number, every: number): boolean {
   return every > 0 && version > 0 && version % every === 0;
 }
 
-/** The tasks eviction holds retired as mastered now, in pool order: the forgetting check
- *  re-scores them with frozen weights (a mastered task that is no longer solved was forgotten). */
+/** Every task eviction has retired as mastered so far, in pool order, whatever its state now:
+ *  the forgetting check re-scores them with frozen weights. A revived one stays in (its
+ *  recheck regressed: it is the forgotten kind), so the cohort of update U is scored again at
+ *  every later evaluation. */
 export function masteredTasks(s: LoopState): string[] {
-  return s.order.filter((id) => s.tasks[id]?.state === 'retired_mastered');
+  const at = s.masteredAt ?? {};
+  return s.order.filter((id) => at[id] !== undefined);
 }
 
 /** Start draining once the history is long: no new groups until everything in flight ends. */

@@ -238,10 +238,10 @@ function periodicFigure(s: RunSummary): Figure {
       lines: [
         { name: 'training reward (EMA)', points: smoothed, style: 'dashed', color: PALETTE[0] },
         { name: 'held-out tasks, pass@1', points: at('periodic'), style: 'bold', color: PALETTE[2] },
-        { name: 'tasks retired as mastered so far, pass@1', points: at('retired'), style: 'bold', color: PALETTE[4] },
+        { name: 'tasks ever retired as mastered, pass@1', points: at('retired'), style: 'bold', color: PALETTE[4] },
       ],
     }),
-    caption: `Every evaluation.every updates the loop stops starting updates and scores, with the weights just landed (k = ${s.evaluations.find((e) => e.label === 'periodic' || e.label === 'retired')?.k ?? 'k'} attempts each), the held-out tasks training never sees and the tasks eviction has retired as mastered so far. Training reward counts only the tasks still trained on; a falling retired line is forgetting that reward hides.`,
+    caption: `Every evaluation.every updates the loop stops starting updates and scores, with the weights just landed (k = ${s.evaluations.find((e) => e.label === 'periodic' || e.label === 'retired')?.k ?? 'k'} attempts each), the held-out tasks training never sees and every task eviction has retired as mastered so far (revived ones included). Training reward counts only the tasks still trained on; a falling retired line is forgetting that reward hides.`,
   };
 }
 

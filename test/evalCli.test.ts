@@ -17,7 +17,7 @@ import type { EvaluationInput, EvaluationResult } from '../workflows/evaluation.
 import type { RolloutSettings } from '../workflows/rollout.js';
 import { settings, withWorkers, type Platform } from './helpers/platform.js';
 import { floe } from './helpers/cli.js';
-import { startScriptedEngine, type ScriptedEngine, type ScriptedOutput } from './helpers/scriptedEngine.js';
+import { startScriptedEngine, type ScriptedEngine, type ScriptedOutput, scriptedRolloutSettings } from './helpers/scriptedEngine.js';
 
 /** `floe eval` and the evaluation workflow it runs, on real Temporal, Postgres and podman
  *  sandboxes: bad input refused with its fix; a scripted policy's pass@1 / pass@k exact; the
@@ -36,16 +36,7 @@ const solve = (taskId: string): ScriptedOutput[] => byId.get(taskId)!.solution!.
 const fail: ScriptedOutput[] = [call({ name: 'bash', arguments: { command: 'ls' } }), call({ name: 'submit', arguments: {} })];
 
 function scriptedSettings(): RolloutSettings {
-  const c = parseRunConfig({ rollout: { maxTurns: 6 } });
-  return {
-    engines: [{ id: 'scripted', url: engine.url, node: 'local' }],
-    router: 'least-loaded',
-    sampling: { temperature: 1, topP: 1, maxTokensPerTurn: c.policy.maxTokensPerTurn },
-    budgets: { maxTurns: c.rollout.maxTurns, maxTotalTokens: 100_000, maxWallSeconds: 600 },
-    maxObservationChars: c.rollout.maxObservationChars,
-    sandbox: { ...c.sandbox },
-    maxDiffBytes: 64 * 1024,
-  };
+  return scriptedRolloutSettings(engine.url, { maxTurns: 6 });
 }
 
 beforeAll(async () => {

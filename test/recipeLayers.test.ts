@@ -4,6 +4,7 @@
 // Postgres, podman sandboxes, the scripted engine double — as test/rollout.test.ts).
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { scriptedRolloutSettings } from './helpers/scriptedEngine.js';
 import { parseRunConfig } from '../core/config.js';
 import { ALL_LAYERS_ON, budgetEnding, gateTurn, layersOf, planTurn, type Layers, type RolloutState } from '../core/gates.js';
 import { checkRawOutput, type FormatVerdict } from '../core/toolFormat.js';
@@ -166,17 +167,7 @@ describe('rollouts with layers switched off (scripted engine, real sandboxes)', 
   }, 600_000);
 
   function settingsFor(recipe: Partial<Layers>): RolloutSettings {
-    const c = parseRunConfig({ rollout: { maxTurns: 4 } });
-    return {
-      engines: [{ id: 'scripted', url: engine.url, node: 'local', kind: 'reference' }],
-      router: 'least-loaded',
-      sampling: { temperature: 1, topP: 1, maxTokensPerTurn: c.policy.maxTokensPerTurn },
-      budgets: { maxTurns: c.rollout.maxTurns, maxTotalTokens: 100_000, maxWallSeconds: 600 },
-      maxObservationChars: c.rollout.maxObservationChars,
-      sandbox: { ...c.sandbox },
-      maxDiffBytes: 64 * 1024,
-      recipe,
-    };
+    return scriptedRolloutSettings(engine.url, { maxTurns: 4, kind: 'reference', recipe });
   }
 
   async function run(taskId: string, outputs: import('./helpers/scriptedEngine.js').ScriptedOutput[], recipe: Partial<Layers>): Promise<RolloutResult> {

@@ -14,7 +14,7 @@ import { repoRoot } from '../infra/settings.js';
 import { loadToySuite } from '../tasks/loaders.js';
 import type { RolloutInput, RolloutResult, RolloutSettings } from '../workflows/rollout.js';
 import { settings, withWorkers, type Platform } from './helpers/platform.js';
-import { EOS, startScriptedEngine, type ScriptedEngine, type ScriptedOutput } from './helpers/scriptedEngine.js';
+import { EOS, startScriptedEngine, type ScriptedEngine, type ScriptedOutput, scriptedRolloutSettings } from './helpers/scriptedEngine.js';
 
 /** Real rollouts: real Temporal workflows, real podman sandboxes, real grading, Postgres —
  *  driven by a scripted policy (test double) that speaks the engine's HTTP interface. */
@@ -32,17 +32,7 @@ const renderers = new Renderers({ python: settings.python.bin, home: settings.ho
 let db: pg.Pool;
 
 function rolloutSettings(e: ScriptedEngine = engine, render?: RenderSpec): RolloutSettings {
-  const c = parseRunConfig({ rollout: { maxTurns: 4 } });
-  return {
-    engines: [{ id: 'scripted', url: e.url, node: 'local' }],
-    router: 'least-loaded',
-    render,
-    sampling: { temperature: 1, topP: 1, maxTokensPerTurn: c.policy.maxTokensPerTurn },
-    budgets: { maxTurns: c.rollout.maxTurns, maxTotalTokens: 100_000, maxWallSeconds: 600 },
-    maxObservationChars: c.rollout.maxObservationChars,
-    sandbox: { ...c.sandbox },
-    maxDiffBytes: 64 * 1024,
-  };
+  return scriptedRolloutSettings(e.url, { maxTurns: 4, ...(render ? { render } : {}) });
 }
 
 let counter = 0;

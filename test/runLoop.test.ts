@@ -5,7 +5,7 @@ import {
   type Finished, type InFlight, type LoopConfig, type LoopState,
 } from '../core/runLoop.js';
 import { groupAdvantages } from '../core/advantages.js';
-import { retireDecisions } from '../core/eviction.js';
+import { retireDecisions, type EvictionDecision } from '../core/eviction.js';
 import { staleness } from '../core/staleness.js';
 import { rng } from './helpers/rng.js';
 
@@ -273,13 +273,19 @@ describe('periodic evaluations (evaluation.every)', () => {
     expect([1, 2, 3].some((v) => periodicEvaluationDue(v, 0))).toBe(false);
   });
 
-  it('re-score the tasks retired as mastered, in pool order (not the hopeless ones, not the revived)', () => {
+  it('re-score every task ever retired as mastered, in pool order: the revived ones too, never the hopeless', () => {
     const s = newLoopState('r', 'n', 2);
+    const f = newInFlight();
     setPool(s, ['a', 'b', 'c', 'd']);
     expect(masteredTasks(s)).toEqual([]);
-    s.tasks.d.state = 'retired_mastered';
-    s.tasks.b.state = 'retired_mastered';
-    s.tasks.c.state = 'retired_hopeless';
+    const d = (taskId: string, decision: EvictionDecision['decision']): EvictionDecision => ({ taskId, decision, evidence: {} });
+    s.status.policyVersion = 3;
+    evictionLanded(s, f, [d('d', 'retire_mastered'), d('b', 'retire_mastered'), d('c', 'retire_hopeless')]);
     expect(masteredTasks(s)).toEqual(['b', 'd']);
+    s.status.policyVersion = 6;
+    evictionLanded(s, f, [d('d', 'revive')]);
+    expect(s.tasks.d.state).toBe('active');
+    expect(masteredTasks(s)).toEqual(['b', 'd']); // d was forgotten: it stays in the cohort
+    expect(s.masteredAt).toEqual({ b: 3, d: 3 });
   });
 });

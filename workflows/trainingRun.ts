@@ -151,7 +151,7 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
   }
 
   /** Every evaluation.every updates, with the weights just landed and no update started until
-   *  it ends: the held-out tasks, and the tasks retired as mastered so far (the forgetting
+   *  it ends: the held-out tasks, and every task retired as mastered so far, revived or not (the forgetting
    *  check). Train rollouts in flight go on meanwhile; their results wait for the loop. */
   async function evaluatePeriodic(): Promise<void> {
     if (!periodicEvaluationDue(status.policyVersion, config.evaluation?.every ?? 0)) return;

@@ -1,5 +1,9 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { parseRunConfig } from '../../core/config.js';
+import type { Layers } from '../../core/gates.js';
+import type { RenderSpec } from '../../core/renderSpec.js';
+import type { RolloutSettings } from '../../workflows/rollout.js';
 
 /** TEST DOUBLE. A scripted policy that speaks the engine's HTTP interface (the surface of
  *  vLLM / SGLang-style servers that floe's engine client uses): /v1/completions with prompt
@@ -69,5 +73,23 @@ export async function startScriptedEngine(opts: { fallback?: ScriptedOutput; ver
     script: (id, outputs) => scripts.set(id, [...outputs]),
     requests,
     close: () => new Promise((r) => server.close(() => r())),
+  };
+}
+
+/** A rollout's settings on a scripted engine at `url` (the tests' and bench/throughput.ts's one
+ *  owner): the run config's defaults (with o.maxTurns), token and wall budgets no script
+ *  reaches, the byte-level render unless o.render names one. */
+export function scriptedRolloutSettings(url: string, o: { maxTurns?: number; render?: RenderSpec; recipe?: Partial<Layers>; host?: string; kind?: 'reference' } = {}): RolloutSettings {
+  const c = parseRunConfig(o.maxTurns === undefined ? {} : { rollout: { maxTurns: o.maxTurns } });
+  return {
+    engines: [{ id: 'scripted', url, node: 'local', ...(o.kind ? { kind: o.kind } : {}) }],
+    router: 'least-loaded',
+    ...(o.render ? { render: o.render } : {}),
+    sampling: { temperature: 1, topP: 1, maxTokensPerTurn: c.policy.maxTokensPerTurn },
+    budgets: { maxTurns: c.rollout.maxTurns, maxTotalTokens: 100_000, maxWallSeconds: 600 },
+    maxObservationChars: c.rollout.maxObservationChars,
+    sandbox: { ...c.sandbox, ...(o.host ? { host: o.host } : {}) },
+    maxDiffBytes: 64 * 1024,
+    ...(o.recipe ? { recipe: o.recipe } : {}),
   };
 }
