@@ -5,6 +5,7 @@ import type { Settings } from '../settings.js';
 import type { Component, Health } from './types.js';
 import { aptInstall, log, readPid, startDaemon, stopDaemon, tail, waitFor, which } from '../proc.js';
 import { dockerFromSettings } from '../docker.js';
+import { withoutNewNamespaces, type SeccompProfile } from '../../core/seccomp.js';
 
 /** The container engine: podman serving the Docker API on a socket, which dockerode speaks.
  *  A real Docker daemon (DOCKER_HOST) is used instead when one is configured. */
@@ -19,10 +20,28 @@ export function containersConf(s: Settings): string {
   return path.join(s.home, 'containers.conf');
 }
 
-const CONF = `# written by floe up
+/** floe's seccomp profile (core/seccomp.ts: podman's default, without new namespaces),
+ *  written by floe up next to containers.conf, which makes it every container's. */
+export function seccompProfile(s: Settings): string {
+  return path.join(s.home, 'sandbox-seccomp.json');
+}
+
+/** podman's own default profile, as its packages install it. */
+const DEFAULT_PROFILES = ['/usr/share/containers/seccomp.json', '/etc/containers/seccomp.json'];
+
+function writeSeccompProfile(s: Settings): void {
+  const base = DEFAULT_PROFILES.find((f) => fs.existsSync(f));
+  if (!base) throw new Error(`podman's default seccomp profile is not here (${DEFAULT_PROFILES.join(', ')}); floe builds the sandboxes' profile from it. Install it: apt-get install golang-github-containers-common`);
+  const text = `${JSON.stringify(withoutNewNamespaces(JSON.parse(fs.readFileSync(base, 'utf8')) as SeccompProfile), null, 1)}\n`;
+  if (!fs.existsSync(seccompProfile(s)) || fs.readFileSync(seccompProfile(s), 'utf8') !== text) fs.writeFileSync(seccompProfile(s), text);
+}
+
+const conf = (s: Settings) => `# written by floe up
 [containers]
 default_ulimits = ["nofile=1024:1024", "nproc=1000:1000"]
 netns = "none"
+# every sandbox and grader container: no user (or other) namespaces of its own (core/seccomp.ts)
+seccomp_profile = "${seccompProfile(s)}"
 
 [engine]
 runtime = "runc"
@@ -55,6 +74,8 @@ export const podman: Component = {
     if (!which('podman') || !which('runc')) aptInstall('podman', ['podman', 'runc', 'uidmap', 'fuse-overlayfs']);
     fs.mkdirSync(s.home, { recursive: true });
     fs.mkdirSync(s.runDir, { recursive: true });
+    writeSeccompProfile(s);
+    const CONF = conf(s);
     if (!fs.existsSync(containersConf(s)) || fs.readFileSync(containersConf(s), 'utf8') !== CONF) fs.writeFileSync(containersConf(s), CONF);
     const servedConf = path.join(s.runDir, 'podman.conf-served');
     if (await pingDocker(s)) {
