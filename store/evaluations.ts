@@ -1,14 +1,13 @@
 import type { Queryable } from './pool.js';
 import type { TaskScore } from '../core/passAtK.js';
+import type { EvaluationLabel } from '../core/evaluationLabels.js';
 
 /** Frozen-weight evaluations of a run's tasks (table evaluations, view v_evaluations:
  *  db/migrations/007_evaluations.sql). Written once per (run, label, version, task); a retried
  *  write replaces its own row. */
 
-/** 'start' / 'end': a training run's own evaluations; 'periodic' / 'retired': its evaluations
- *  every evaluation.every updates (held-out tasks; tasks retired as mastered, the forgetting
- *  check: db/migrations/011); 'checkpoint': `floe eval`'s. */
-export type EvaluationLabel = 'start' | 'end' | 'checkpoint' | 'periodic' | 'retired';
+/** The labels (core/evaluationLabels.ts); 'periodic' and 'retired' came with db/migrations/011. */
+export type { EvaluationLabel };
 
 export interface EvaluationRow extends TaskScore { runId: string; label: EvaluationLabel; version: number; k: number; inPool: boolean }
 

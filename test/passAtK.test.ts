@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { evaluationKey } from '../core/evaluationLabels.js';
 import { passAtK, poolPass, scoreTasks, solvedAtLeastOnce } from '../core/passAtK.js';
 
 /** pass@k (core/passAtK.ts): the unbiased estimator of Chen et al. 2021, checked against the
@@ -38,5 +39,15 @@ describe('pass@k', () => {
     expect(solvedAtLeastOnce(s)).toEqual(['a']);
     expect(poolPass(s)).toEqual({ pass1: 1 / 9, passK: 1 / 3 });
     expect(poolPass([])).toEqual({ pass1: null, passK: null });
+  });
+});
+
+describe('evaluation keys', () => {
+  it('name start, end and checkpoint evaluations once, periodic and retired ones once per version', () => {
+    expect(evaluationKey('start', 7)).toBe('start');
+    expect(evaluationKey('end', 7)).toBe('end');
+    expect(evaluationKey('checkpoint', 7)).toBe('checkpoint');
+    expect(evaluationKey('periodic', 7)).toBe('periodic-v7');
+    expect(evaluationKey('retired', 7)).not.toBe(evaluationKey('retired', 8));
   });
 });

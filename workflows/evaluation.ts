@@ -1,6 +1,6 @@
 import { executeChild, proxyActivities, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { frozenAttempt, poolPass, scoreTasks, solvedAtLeastOnce, type Attempt, type TaskScore } from '../core/passAtK.js';
-import type { EvaluationLabel } from '../store/evaluations.js';
+import { evaluationKey, type EvaluationLabel } from '../core/evaluationLabels.js';
 import { CONTROL_QUEUE } from '../core/taskQueues.js';
 import { FloeKind, FloePolicyVersion, FloeRunId } from '../core/searchAttributes.js';
 import type { TrainingActivities } from '../activities/training.js';
@@ -40,8 +40,7 @@ export async function evaluation(input: EvaluationInput): Promise<EvaluationResu
   const worker = async (): Promise<void> => {
     for (let job = jobs.shift(); job; job = jobs.shift()) {
       const { taskId, t, attempt } = job;
-      // a run evaluates 'periodic' and 'retired' once per version, 'start' and 'end' once
-      const groupId = `${input.runId}-eval-${input.label}${input.label === 'periodic' || input.label === 'retired' ? `-v${input.version}` : ''}-${taskId}`;
+      const groupId = `${input.runId}-eval-${evaluationKey(input.label, input.version)}-${taskId}`;
       const r = await executeChild(rollout, {
         workflowId: `${workflowInfo().workflowId}-${taskId}-${attempt}`,
         taskQueue: CONTROL_QUEUE,

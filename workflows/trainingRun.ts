@@ -4,6 +4,7 @@ import {
 } from '@temporalio/workflow';
 import type { RunConfig } from '../core/config.js';
 import { lrAt } from '../core/lrSchedule.js';
+import { evaluationKey } from '../core/evaluationLabels.js';
 import { renderSpec } from '../core/renderSpec.js';
 import {
   carried, chooseBatch, discardStale, evictionLanded, loopGoesOn, masteredTasks, newInFlight, newLoopState, noteHistoryLength, periodicEvaluationDue, planGroups,
@@ -141,8 +142,7 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
 
   async function evaluate(label: 'start' | 'end' | 'periodic' | 'retired', taskIds: string[]): Promise<EvaluationResult> {
     const e = await executeChild(evaluation, {
-      // start and end happen once a run; the periodic ones once per version
-      workflowId: `${workflowInfo().workflowId}-eval-${label}${label === 'start' || label === 'end' ? '' : `-v${status.policyVersion}`}`,
+      workflowId: `${workflowInfo().workflowId}-eval-${evaluationKey(label, status.policyVersion)}`,
       taskQueue: CONTROL_QUEUE,
       args: [{ runId, label, version: status.policyVersion, taskIds, attempts: config.evaluation.attempts, maxInFlight: config.rollout.maxInFlight, settings, seed: config.seed, pool: label === 'start' && config.evaluation.poolFromStart ? 'solved' as const : 'all' as const }],
     });
