@@ -1,0 +1,41 @@
+/** The chaos suite (issue 17): crashes during a real run, hostile sandboxes, bad model output,
+ *  bad input and exposure, each case recorded as it ends (test/helpers/chaos.ts).
+ *
+ *    npm run chaos            (= floe up --test, then: npx tsx bench/chaos.ts [vitest filters…])
+ *
+ *  Runs test/chaos/ with the test configuration (the same files run in `npm test`), then folds
+ *  the cases into bench/results/chaos.json: each case (suite, name, survived, what stopped it,
+ *  rollouts lost and counted twice where it ran rollouts) and the totals. Exits as vitest did. */
+import { spawnSync, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { repoRoot } from '../infra/settings.js';
+import { chaosFile, readChaosCases } from '../test/helpers/chaos.js';
+
+const filters = process.argv.slice(2);
+fs.rmSync(chaosFile(), { force: true });
+const t0 = Date.now();
+const vitest = spawnSync(path.join(repoRoot, 'node_modules', '.bin', 'vitest'), ['run', ...(filters.length ? filters : ['test/chaos/'])], { cwd: repoRoot, stdio: 'inherit' });
+const cases = readChaosCases();
+const sum = (k: 'rolloutsLost' | 'countedTwice') => cases.reduce((n, c) => n + (c[k] ?? 0), 0);
+const suites = [...new Set(cases.map((c) => c.suite))];
+let commit = 'unknown';
+try { commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: repoRoot, encoding: 'utf8' }).trim(); } catch { /* not a checkout */ }
+const out = {
+  when: new Date().toISOString(),
+  commit,
+  command: `npm run chaos${filters.length ? ` -- ${filters.join(' ')}` : ''}`,
+  seconds: Math.round((Date.now() - t0) / 1000),
+  vitestExit: vitest.status,
+  tried: cases.length,
+  survived: cases.filter((c) => c.survived).length,
+  rolloutsLost: sum('rolloutsLost'),
+  countedTwice: sum('countedTwice'),
+  bySuite: Object.fromEntries(suites.map((s) => [s, { tried: cases.filter((c) => c.suite === s).length, survived: cases.filter((c) => c.suite === s && c.survived).length }])),
+  cases,
+};
+const file = path.join(repoRoot, 'bench', 'results', 'chaos.json');
+fs.writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`);
+console.log(`chaos: ${out.survived} of ${out.tried} cases survived; rollouts lost ${out.rolloutsLost}, counted twice ${out.countedTwice}; ${path.relative(repoRoot, file)}`);
+for (const c of cases.filter((x) => !x.survived)) console.log(`  NOT SURVIVED ${c.suite} / ${c.name}: ${c.detail.split('\n')[0]}`);
+process.exit(vitest.status ?? 1);
