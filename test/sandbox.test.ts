@@ -1,5 +1,4 @@
 import { spawnSync } from 'node:child_process';
-import fs from 'node:fs';
 import os from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerFromSettings } from '../infra/docker.js';
@@ -14,8 +13,8 @@ import { ROOT_USER, countAgentProcesses, execRaw } from '../activities/sandbox/e
 import { removeContainer } from '../activities/sandbox/containerSpec.js';
 
 /** The sandbox against real podman: locked doors (one fresh commit, no hidden tests, no
- *  network, no capabilities), containment of hostile commands (each one beside a second
- *  sandbox that must keep answering, and with the host watched), the diff, and the reaper. */
+ *  network, no capabilities), the limits it runs with, its output, the diff, and the reaper.
+ *  Hostile commands and their containment: test/chaos/hostileSandbox.test.ts. */
 
 const settings = loadSettings();
 const docker = dockerFromSettings(settings);
@@ -46,81 +45,6 @@ async function asRoot(containerId: string, cmd: string[]): Promise<{ code: numbe
 async function ourContainers(): Promise<string[]> {
   const list = await docker.listContainers({ all: true, filters: { label: [`floe.run=${RUN}`] } });
   return list.map((c) => c.Id);
-}
-
-function memAvailableMb(): number {
-  return Number(/^MemAvailable:\s+(\d+) kB/m.exec(fs.readFileSync('/proc/meminfo', 'utf8'))?.[1]) / 1024;
-}
-
-function hostProcesses(): number {
-  return fs.readdirSync('/proc').filter((n) => /^\d+$/.test(n)).length;
-}
-
-/** Most processes A's pids cgroup ever held, read on the host (podman's cgroupfs layout). */
-/** Processes floe's own execs can attach to a container beyond its pids limit (see contained). */
-const EXEC_ATTACH_SLACK = 6;
-
-function pidsPeak(containerId: string): number | null {
-  for (const dir of ['/sys/fs/cgroup/pids/libpod_parent', '/sys/fs/cgroup/libpod_parent']) {
-    const f = `${dir}/libpod-${containerId}/pids.peak`;
-    if (fs.existsSync(f)) return Number(fs.readFileSync(f, 'utf8'));
-  }
-  return null;
-}
-
-/** Run a hazard in A while B answers `echo ok` in a loop and the host is sampled. */
-async function contained(command: string, timeoutSeconds: number) {
-  const memBefore = memAvailableMb();
-  const procsBefore = hostProcesses();
-  let minMem = memBefore;
-  let maxProcs = procsBefore;
-  const sampler = setInterval(() => {
-    minMem = Math.min(minMem, memAvailableMb());
-    maxProcs = Math.max(maxProcs, hostProcesses());
-  }, 100);
-  let done = false;
-  const pings: { ok: boolean; ms: number }[] = [];
-  const pinger = (async () => {
-    while (!done) {
-      const t = Date.now();
-      const r = await run(B, 'echo ok', 10);
-      pings.push({ ok: r.exitCode === 0 && r.output === 'ok\n', ms: Date.now() - t });
-      await new Promise((res) => setTimeout(res, 100));
-    }
-  })();
-  const started = Date.now();
-  let result: ExecResult;
-  try {
-    result = await run(A, command, timeoutSeconds);
-  } finally {
-    done = true;
-    await pinger;
-    clearInterval(sampler);
-  }
-  const wallMs = Date.now() - started;
-  // B kept working throughout
-  expect(pings.length).toBeGreaterThan(0);
-  expect(pings.every((p) => p.ok)).toBe(true);
-  expect(Math.max(...pings.map((p) => p.ms))).toBeLessThan(5000);
-  // the host: free memory did not drop by more than A's whole cgroup allowance, A never held
-  // more processes than its pids limit, and the host's process count stayed bounded (the
-  // slack is for exec plumbing — podman keeps a conmon per exec for a while — and neighbours)
-  expect(memBefore - minMem).toBeLessThan(sandboxMemoryMb(limits) + 256);
-  // pids.max stops forks, not attaches: "it is not possible to violate a cgroup PID policy
-  // through fork() or clone()", but attaching processes can take pids.current past pids.max
-  // (linux Documentation/admin-guide/cgroup-v2.rst, PID controller). A podman exec attaches its
-  // process (and runc's init) to the container's cgroup, and floe's own execs into A while a
-  // bomb holds every pid (the timeout's cleanup, the counters) add up to a few: 64 + 3 = 67 was
-  // seen in CI. pids.peak is a high-water mark, so it keeps that for the later hazards too.
-  const peak = pidsPeak(A);
-  if (peak !== null) expect(peak).toBeLessThanOrEqual(limits.pidsLimit + EXEC_ATTACH_SLACK);
-  expect(maxProcs - procsBefore).toBeLessThan(limits.pidsLimit + 300);
-  // the command never outlived its timeout by much, and nothing of it survives
-  expect(wallMs).toBeLessThan((timeoutSeconds + 8) * 1000);
-  expect(await countAgentProcesses(docker, docker.getContainer(A))).toBe(0);
-  const after = await run(A, 'echo ok');
-  expect(after).toMatchObject({ exitCode: 0, output: 'ok\n', killedReason: null });
-  return { result, wallMs, pings: pings.length, memDropMb: Math.round(memBefore - minMem), extraProcs: maxProcs - procsBefore };
 }
 
 beforeAll(async () => {
@@ -183,43 +107,6 @@ except OSError as e:
     expect(hc.MemorySwap).toBe(hc.Memory);
     const df = await run(A, 'df -m --output=target,size /work /tmp /home/agent | tail -n +2');
     expect(df.output).toMatch(/\/work\s+64\b/);
-  });
-});
-
-describe('containment: each hazard is stopped and reported, beside a working sandbox', () => {
-  it('a fork bomb hits the pids limit and is cleaned up', async () => {
-    const { result } = await contained(':(){ :|:& };:', 4);
-    expect(result).toMatchObject({ killedReason: 'pids', timedOut: true, exitCode: 137 });
-    expect(result.output).toMatch(/Resource temporarily unavailable/);
-  });
-
-  it('a memory hog is OOM-killed', async () => {
-    const { result } = await contained(`python3 -c "b = b'x' * (1 << 30); print(len(b))"`, 20);
-    expect(result).toMatchObject({ killedReason: 'oom', exitCode: 137, timedOut: false });
-  });
-
-  it('a disk filler runs out of space in /work and /tmp', async () => {
-    const { result } = await contained('dd if=/dev/zero of=/work/repo/big bs=1M count=2000 2>&1 | head -1; dd if=/dev/zero of=/tmp/big bs=1M count=2000 2>&1 | head -1; du -m /work/repo/big /tmp/big', 20);
-    expect(result.output).toMatch(/\/work\/repo\/big': No space left on device/);
-    expect(result.output).toMatch(/\/tmp\/big': No space left on device/);
-    const sizes = [...result.output.matchAll(/^(\d+)\s+(\S+)$/gm)].map((m) => Number(m[1]));
-    expect(sizes).toHaveLength(2);
-    expect(Math.max(...sizes)).toBeLessThanOrEqual(limits.diskMb);
-    expect((await run(A, 'rm -f /work/repo/big /tmp/big && echo removed')).output).toBe('removed\n');
-  });
-
-  it('endless output is cut at the cap and the command killed', async () => {
-    const { result, wallMs } = await contained('yes', 20);
-    expect(result).toMatchObject({ killedReason: 'output_limit', truncated: true, timedOut: false, exitCode: 137 });
-    expect(Buffer.byteLength(result.output)).toBe(limits.maxOutputBytes);
-    expect(result.outputBytes).toBeGreaterThan(limits.maxOutputBytes);
-    expect(wallMs).toBeLessThan(5000);
-  });
-
-  it('a command past its timeout dies with its setsid escapees', async () => {
-    const { result } = await contained('setsid sleep 1000 & nohup sleep 999 >/dev/null 2>&1 & echo started; sleep 1000', 2);
-    expect(result).toMatchObject({ killedReason: 'timeout', timedOut: true, exitCode: 137, output: 'started\n' });
-    expect(result.durationMs).toBeGreaterThanOrEqual(2000);
   });
 
   it('keeps stdout and stderr interleaved, and background jobs that redirect their output', async () => {
