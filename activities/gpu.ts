@@ -33,6 +33,23 @@ function heartbeat(): void {
   try { Context.current().heartbeat(); } catch { /* called outside an activity (tests) */ }
 }
 
+/** Wait, heartbeating, until `url` answers at all (any HTTP status): a server that its
+ *  supervisor (infra/engines.ts for the embedded default, the user's process manager elsewhere)
+ *  is starting again comes back in seconds. After `ms` the error names the server and the fix. */
+async function untilAnswering(url: string, what: string, ms = 180_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      await fetch(url, { signal: AbortSignal.timeout(5000) });
+      return;
+    } catch (err) {
+      if (Date.now() > deadline) throw new Error(`${what} at ${url} has not answered for ${Math.round(ms / 1000)} s (${(err as Error).message}): start it again, or fix its address in the run's config`);
+      heartbeat();
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+}
+
 async function post<T>(url: string, body: unknown, timeoutMs: number): Promise<T> {
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(), timeoutMs);
@@ -100,6 +117,7 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
   return {
     async trainStep(input: TrainStepInput): Promise<TrainStepResult> {
       type TrainerHealth = { version: number; path: string; busy: boolean };
+      await untilAnswering(new URL('/health', input.trainerUrl).href, 'the trainer');
       let health = await (await fetch(new URL('/health', input.trainerUrl))).json() as TrainerHealth;
       while (health.busy) {
         // an earlier attempt of this activity may still be stepping: let it finish first
@@ -146,6 +164,7 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
       try {
         const folder = modelFolder(input.path);
         const check = await verifiedOnce(folder);
+        await untilAnswering(new URL('/health', input.engine.url).href, `engine ${input.engine.id}`);
         const adapter = await adapterFor(input.engine);
         const stages: Record<string, number> = { verify_ms: check.ms };
         const timed = async (name: string, fn: () => Promise<unknown>) => { const t = Date.now(); await fn(); stages[name] = Date.now() - t; };

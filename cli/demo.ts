@@ -12,7 +12,7 @@ import { temporalClient } from '../workers/connect.js';
 import { getRunStatus, newRunId, startRun, webUiLink, runWorkflowId } from '../client/runs.js';
 import { selectTasks } from '../tasks/loaders.js';
 import { buildWarmStart, DEFAULT_WARM_START, policySetup, solvablePool } from '../infra/warmstart.js';
-import { serverRecord, startEmbeddedGpu, stopLeftoverServers, type EmbeddedGpu, type ServerRecord } from '../infra/engines.js';
+import { newestPublished, serverRecords, startEmbeddedGpu, stopLeftoverServers, type EmbeddedGpu, type RestartEvent, type ServerRecord } from '../infra/engines.js';
 import { dbPool, closeDbPool } from '../store/pool.js';
 import { listPolicyVersions } from '../store/batches.js';
 import { markEngineUnknown } from '../store/engines.js';
@@ -245,7 +245,14 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
   let interrupt: (() => void) | null = null;
   try {
     const prior = await findRunToResume(client, base, hash);
-    let df: DemoFile;
+    let df: DemoFile | null = null;
+    // A server the supervisor restarted has a new pid: the demo file names it, so that a later
+    // demo can stop it if this one is killed.
+    const onRestart = (e: RestartEvent) => {
+      if (e.gaveUp) return say(`floe demo: ${e.gaveUp}`);
+      say(`floe demo: ${e.server.name} exited (${e.exit.signal ?? `code ${e.exit.code}`}); started again on port ${e.server.port} from ${path.relative(repoRoot, e.checkpoint)}`);
+      if (df && gpu) writeDemoFile(df = { ...df, servers: serverRecords(gpu) });
+    };
     if (prior) {
       df = prior;
       runId = df.runId;
@@ -258,17 +265,16 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
       const current = versions.filter((v) => v.checkpointPath).at(-1);
       const engineCkpt = current?.checkpointPath ?? df.checkpoint;
       const engineVersion = current?.version ?? 0;
-      let trainerVersion = engineVersion;
-      while (fs.existsSync(path.join(df.publishDir, `v${trainerVersion + 1}`))) trainerVersion++;
+      const trainerVersion = Math.max(engineVersion, newestPublished(df.publishDir)?.version ?? 0);
       const trainerCkpt = trainerVersion === engineVersion ? engineCkpt : path.join(df.publishDir, `v${trainerVersion}`);
       const cfg = df.config;
       const byName = new Map(df.servers.map((r) => [r.name, r.port]));
       const enginePorts = Array.from({ length: cfg.engines.count }, (_, i) => byName.get(`engine-${i}`) ?? portOf(cfg.engines.endpoints[i]?.url ?? 'http://x:0'));
-      gpu = await startEmbeddedGpu(s, { count: cfg.engines.count, checkpoint: engineCkpt, trainerCheckpoint: trainerCkpt, publishDir: df.publishDir, lr: cfg.trainer.lr, seed: cfg.seed, model: cfg.policy.model, tokenizer: cfg.policy.tokenizer, ports: { engines: enginePorts, trainer: byName.get('trainer') ?? portOf(cfg.trainer.url) } });
+      gpu = await startEmbeddedGpu(s, { count: cfg.engines.count, checkpoint: engineCkpt, trainerCheckpoint: trainerCkpt, publishDir: df.publishDir, lr: cfg.trainer.lr, seed: cfg.seed, model: cfg.policy.model, tokenizer: cfg.policy.tokenizer, ports: { engines: enginePorts, trainer: byName.get('trainer') ?? portOf(cfg.trainer.url) }, onRestart });
       say(`  engines back at v${engineVersion} (${path.relative(repoRoot, engineCkpt)}), trainer at v${trainerVersion}${trainerVersion > engineVersion ? ' (a step the run had not recorded: its weight update answers it without training again)' : ''}`);
       // What each engine serves is floe's record, not the restarted process's: reload on first use.
       for (const e of cfg.engines.endpoints) await markEngineUnknown(db, e);
-      df = { ...df, demoPid: process.pid, servers: [...gpu.engines, ...(gpu.trainer ? [gpu.trainer] : [])].map(serverRecord), resumes: df.resumes + 1 };
+      df = { ...df, demoPid: process.pid, servers: serverRecords(gpu), resumes: df.resumes + 1 };
       writeDemoFile(df);
       const failed = await failOrphanedActivities(client, runId, prior.demoPid).catch(() => 0);
       if (failed) say(`  ${failed} activity attempt(s) of the killed demo's workers retried now`);
@@ -288,13 +294,13 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
       const checkpoint = named.policy.checkpoint || (await buildWarmStart(s, pool.trajectories, { ...DEFAULT_WARM_START, model: named.policy.model, steps: named.policy.warmStartSteps, lr: named.policy.warmStartLr, seed: named.seed }, setup));
       say(`floe demo: ${tasks.length} tasks, ${named.engines.count} engine(s) (${named.engines.router}), G=${named.rollout.groupSize}, ${named.training.updates} updates; starting policy ${path.relative(repoRoot, checkpoint)}`);
       const publishDir = path.join(dir, 'weights');
-      gpu = await startEmbeddedGpu(s, { count: named.engines.count, checkpoint, publishDir, lr: named.trainer.lr, seed: named.seed, model: named.policy.model, tokenizer: named.policy.tokenizer });
+      gpu = await startEmbeddedGpu(s, { count: named.engines.count, checkpoint, publishDir, lr: named.trainer.lr, seed: named.seed, model: named.policy.model, tokenizer: named.policy.tokenizer, onRestart });
       const config: RunConfig = {
         ...named,
         engines: { ...named.engines, endpoints: named.engines.endpoints.length ? named.engines.endpoints : gpu.engines.map((e, i) => ({ id: `engine-${i}`, url: e.url, node: 'local', kind: 'reference' as const })) },
         trainer: { ...named.trainer, url: named.trainer.url || gpu.trainer!.url },
       };
-      df = { format: 1, runId, configName: base.name, configHash: hash, startedAt: new Date().toISOString(), demoPid: process.pid, checkpoint, publishDir, config, servers: [...gpu.engines, ...(gpu.trainer ? [gpu.trainer] : [])].map(serverRecord), resumes: 0 };
+      df = { format: 1, runId, configName: base.name, configHash: hash, startedAt: new Date().toISOString(), demoPid: process.pid, checkpoint, publishDir, config, servers: serverRecords(gpu), resumes: 0 };
       // Written before the workflow starts: a kill between the two leaves a file whose run
       // Temporal does not know, which the next demo skips.
       writeDemoFile(df);

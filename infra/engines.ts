@@ -10,7 +10,14 @@ import { resolveTokenizer } from '../activities/renderer.js';
  *  a trainer (engine/, Python) started as child processes of the worker that binds to them.
  *  Each server prints one JSON line {"event":"ready","port":…} when it listens. */
 
-export interface PythonServer { name: string; url: string; port: number; module: string; process: ChildProcess; stop(): Promise<void> }
+export interface PythonServer {
+  name: string; url: string; port: number; module: string;
+  /** The live process: a supervised server's is replaced when it is restarted. */
+  process: ChildProcess;
+  /** How many times the supervisor restarted it. */
+  restarts: number;
+  stop(): Promise<void>;
+}
 
 export const ENGINE_MODULE = 'floe_engine.inference_server';
 export const TRAINER_MODULE = 'floe_engine.trainer_server';
@@ -47,6 +54,7 @@ function startServer(s: Settings, name: string, module: string, args: string[], 
         module,
         url: `http://127.0.0.1:${port}`,
         process: child,
+        restarts: 0,
         stop: () => new Promise<void>((done) => {
           if (child.exitCode !== null) return done();
           child.once('exit', () => done());
@@ -60,6 +68,62 @@ function startServer(s: Settings, name: string, module: string, args: string[], 
 
 export interface EmbeddedGpu { engines: PythonServer[]; trainer: PythonServer | null; publishDir: string; stop(): Promise<void> }
 
+/** The newest version folder <publishDir>/v<N> the trainer published, or null. A folder is
+ *  complete once it has its name (engine/floe_engine/checkpoint.py writes a temporary folder
+ *  and renames it), so a trainer killed mid-publish leaves no v<N> half-written. */
+export function newestPublished(publishDir: string): { version: number; path: string } | null {
+  let best: number | null = null;
+  try {
+    for (const name of fs.readdirSync(publishDir)) {
+      const m = /^v(\d+)$/.exec(name);
+      if (m && (best === null || Number(m[1]) > best)) best = Number(m[1]);
+    }
+  } catch { /* no folder yet */ }
+  return best === null ? null : { version: best, path: path.join(publishDir, `v${best}`) };
+}
+
+/** What the supervisor reports when a server died and it started another in its place. */
+export interface RestartEvent { server: PythonServer; exit: { code: number | null; signal: string | null }; checkpoint: string; gaveUp?: string }
+
+/** Keep `srv` running: when its process exits without stop() (killed, crashed), start it again
+ *  on the same port — engines from their launch weights (floe's router finds an engine whose
+ *  labels disagree with its record and loads the run's version into it: activities/generate.ts
+ *  resync), the trainer from the newest version it published (its weights; the optimizer's
+ *  moments start afresh). More than 5 exits within a minute is a crash loop: it stops trying
+ *  and says so. */
+function supervise(srv: PythonServer, relaunch: () => Promise<{ server: PythonServer; checkpoint: string }>, onRestart?: (e: RestartEvent) => void): void {
+  let stopping = false;
+  let stopCurrent = srv.stop;
+  const exits: number[] = [];
+  const watch = (child: ChildProcess) => child.once('exit', (code, signal) => { if (!stopping) void restart({ code, signal }); });
+  async function restart(exit: RestartEvent['exit']): Promise<void> {
+    const now = Date.now();
+    exits.push(now);
+    while (exits.length && exits[0] < now - 60_000) exits.shift();
+    if (exits.length > 5) {
+      onRestart?.({ server: srv, exit, checkpoint: '', gaveUp: `${srv.name} exited ${exits.length} times within a minute: not restarted again; see its log under .floe/logs/engines` });
+      return;
+    }
+    for (let attempt = 1; !stopping; attempt++) {
+      try {
+        const next = await relaunch();
+        if (stopping) { await next.server.stop(); return; }
+        srv.process = next.server.process;
+        srv.restarts++;
+        stopCurrent = next.server.stop;
+        watch(srv.process);
+        onRestart?.({ server: srv, exit, checkpoint: next.checkpoint });
+        return;
+      } catch (err) {
+        if (attempt >= 5) { onRestart?.({ server: srv, exit, checkpoint: '', gaveUp: `${srv.name} did not come back after ${attempt} tries: ${(err as Error).message}` }); return; }
+        await new Promise((r) => setTimeout(r, 2000));
+      }
+    }
+  }
+  watch(srv.process);
+  srv.stop = async () => { stopping = true; await stopCurrent(); };
+}
+
 /** Start `count` inference engines (and optionally the trainer) serving `checkpoint`.
  *  Each server's version is the one its checkpoint's sidecar records (engine/floe_engine/
  *  checkpoint.py), so a published folder <publishDir>/v<N> starts it at version N: that is
@@ -67,17 +131,31 @@ export interface EmbeddedGpu { engines: PythonServer[]; trainer: PythonServer | 
  *  `trainerCheckpoint` (default `checkpoint`): where the trainer starts, when it may be ahead
  *  of the engines (it published a version the run has not recorded yet). `ports` (default:
  *  free ports) pins each server's port: a resumed run's config names the engines and the
- *  trainer by URL, so they must come back where they were. */
-export async function startEmbeddedGpu(s: Settings, opts: { count: number; checkpoint: string; trainerCheckpoint?: string; publishDir: string; model?: string; tokenizer?: string; lr?: number; trainer?: boolean; maxBatch?: number; seed?: number; ports?: { engines: number[]; trainer: number | null } }): Promise<EmbeddedGpu> {
+ *  trainer by URL, so they must come back where they were. `supervise` (default true): a
+ *  server that dies is started again on its port (see supervise above); `onRestart` hears of it. */
+export async function startEmbeddedGpu(s: Settings, opts: { count: number; checkpoint: string; trainerCheckpoint?: string; publishDir: string; model?: string; tokenizer?: string; lr?: number; trainer?: boolean; maxBatch?: number; seed?: number; ports?: { engines: number[]; trainer: number | null }; supervise?: boolean; onRestart?: (e: RestartEvent) => void }): Promise<EmbeddedGpu> {
   const logs = path.join(s.logDir, 'engines');
   const common = ['--model', opts.model ?? 'tiny', '--tokenizer', resolveTokenizer(opts.tokenizer ?? 'byte', { home: s.home, repoRoot })];
   if (opts.ports && opts.ports.engines.length !== opts.count) throw new Error(`startEmbeddedGpu: ${opts.ports.engines.length} engine port(s) given for ${opts.count} engine(s); give one port per engine`);
+  const engineArgs = (i: number) => [...common, '--checkpoint', opts.checkpoint, '--seed', String((opts.seed ?? 0) * 100 + i), '--max-batch', String(opts.maxBatch ?? 16)];
+  const trainerArgs = (checkpoint: string) => [...common, '--checkpoint', checkpoint, '--publish-dir', opts.publishDir, '--lr', String(opts.lr ?? 3e-4)];
+  const startEngine = (i: number, port: number) => startServer(s, `engine-${i}`, ENGINE_MODULE, engineArgs(i), path.join(logs, `engine-${i}.log`), port);
+  const startTrainer = (checkpoint: string, port: number) => startServer(s, 'trainer', TRAINER_MODULE, trainerArgs(checkpoint), path.join(logs, 'trainer.log'), port);
   const started: PythonServer[] = [];
   try {
     const engines = await Promise.all(Array.from({ length: opts.count }, (_, i) =>
-      startServer(s, `engine-${i}`, ENGINE_MODULE, [...common, '--checkpoint', opts.checkpoint, '--seed', String((opts.seed ?? 0) * 100 + i), '--max-batch', String(opts.maxBatch ?? 16)], path.join(logs, `engine-${i}.log`), opts.ports?.engines[i] ?? 0).then((e) => (started.push(e), e))));
-    const trainer = opts.trainer === false ? null : await startServer(s, 'trainer', TRAINER_MODULE, [...common, '--checkpoint', opts.trainerCheckpoint ?? opts.checkpoint, '--publish-dir', opts.publishDir, '--lr', String(opts.lr ?? 3e-4)], path.join(logs, 'trainer.log'), opts.ports?.trainer ?? 0);
+      startEngine(i, opts.ports?.engines[i] ?? 0).then((e) => (started.push(e), e))));
+    const trainer = opts.trainer === false ? null : await startTrainer(opts.trainerCheckpoint ?? opts.checkpoint, opts.ports?.trainer ?? 0);
     if (trainer) started.push(trainer);
+    if (opts.supervise !== false) {
+      engines.forEach((e, i) => supervise(e, async () => ({ server: await startEngine(i, e.port), checkpoint: opts.checkpoint }), opts.onRestart));
+      if (trainer) {
+        supervise(trainer, async () => {
+          const checkpoint = newestPublished(opts.publishDir)?.path ?? opts.trainerCheckpoint ?? opts.checkpoint;
+          return { server: await startTrainer(checkpoint, trainer.port), checkpoint };
+        }, opts.onRestart);
+      }
+    }
     return { engines, trainer, publishDir: opts.publishDir, stop: async () => { await Promise.all(started.map((p) => p.stop())); } };
   } catch (err) {
     await Promise.all(started.map((p) => p.stop()));
@@ -100,6 +178,7 @@ function startTicks(pid: number): string | null {
   }
 }
 
+export const serverRecords = (g: EmbeddedGpu): ServerRecord[] => [...g.engines, ...(g.trainer ? [g.trainer] : [])].map(serverRecord);
 export const serverRecord = (p: PythonServer): ServerRecord => ({ name: p.name, pid: p.process.pid ?? -1, module: p.module, port: p.port, startTicks: startTicks(p.process.pid ?? -1) });
 
 /** Is `pid` still the server `rec` names? The same process (start time), running rec.module
