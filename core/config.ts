@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { SYSTEM_PROMPT } from './harness.js';
+import { redactUrlsIn, urlCredentialsProblem } from './exposure.js';
 
 /** One schema for a run's config. Defaults fit the embedded setup (one machine, tiny CPU
  *  policy, toy tasks). Validated at start-up by `floe run start`; an invalid field is named
@@ -8,10 +9,16 @@ import { SYSTEM_PROMPT } from './harness.js';
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
 const fraction = z.number().min(0).max(1);
+/** A server URL without user:secret@ (core/exposure.ts): the config is stored in Postgres and
+ *  in Temporal's history, and floe's HTTP client would refuse the URL anyway. */
+const withoutCredentials = (u: string, ctx: z.RefinementCtx) => {
+  const problem = urlCredentialsProblem(u);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+};
 
 export const EngineSchema = z.strictObject({
   id: z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'lower-case letters, digits, - and _'),
-  url: z.url(),
+  url: z.url().superRefine(withoutCredentials),
   /** Task queue of the gpu worker on the node this engine runs on. */
   node: z.string().min(1).default('local'),
   /** The server at `url`: floe's reference engine, or an unmodified vLLM or SGLang server
@@ -70,7 +77,7 @@ export const RunConfigSchema = z.strictObject({
     unhealthyAfter: positiveInt.default(2),
   }).prefault({}),
   trainer: z.strictObject({
-    url: z.string().default(''),
+    url: z.string().superRefine(withoutCredentials).default(''),
     node: z.string().min(1).default('local'),
     lr: z.number().positive().max(1).default(3e-4),
     /** The lr over the run (core/lrSchedule.ts): constant, or decaying from `lr` at the first
@@ -193,7 +200,8 @@ export type RunConfig = z.infer<typeof RunConfigSchema>;
 
 export class ConfigError extends Error {
   constructor(public readonly issues: { path: string; message: string }[], source: string) {
-    super(`invalid run config (${source}):\n${issues.map((i) => `  ${i.path || '(root)'}: ${i.message}`).join('\n')}`);
+    // masked: the source quotes the --set overrides, which may hold a URL with credentials
+    super(redactUrlsIn(`invalid run config (${source}):\n${issues.map((i) => `  ${i.path || '(root)'}: ${i.message}`).join('\n')}`));
     this.name = 'ConfigError';
   }
 }

@@ -1,5 +1,8 @@
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { postgresExposureProblem } from '../core/exposure.js';
 
 /** Where floe keeps its tools, data, logs and sockets, and how to reach each service.
  *  Every value can be overridden by an environment variable, so a deployment can point
@@ -47,6 +50,14 @@ export function loadSettings(): Settings {
   const pgHost = env('FLOE_PG_HOST', '127.0.0.1');
   const pgUser = env('FLOE_PG_USER', 'floe');
   const pgDb = env('FLOE_PG_DATABASE', 'floe');
+  const pgUrl = env('FLOE_DATABASE_URL', `postgres://${pgUser}@${pgHost}:${pgPort}/${pgDb}`);
+  // a Postgres beyond loopback must ask for a password or speak TLS (core/exposure.ts)
+  const pgProblem = postgresExposureProblem(pgUrl, {
+    env: process.env,
+    passwordFile: fs.existsSync(process.env.PGPASSFILE ?? path.join(os.homedir(), '.pgpass')),
+    variable: process.env.FLOE_DATABASE_URL ? 'FLOE_DATABASE_URL' : 'FLOE_PG_HOST',
+  });
+  if (pgProblem) throw new Error(pgProblem);
   const socket = path.join(runDir, 'podman.sock');
   const venv = path.join(home, 'venv');
   return {
@@ -72,7 +83,7 @@ export function loadSettings(): Settings {
       user: pgUser,
       database: pgDb,
       dataDir: path.join(dataDir, 'pg'),
-      url: env('FLOE_DATABASE_URL', `postgres://${pgUser}@${pgHost}:${pgPort}/${pgDb}`),
+      url: pgUrl,
       external: process.env.FLOE_DATABASE_URL !== undefined,
     },
     docker: {

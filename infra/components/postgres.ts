@@ -5,6 +5,7 @@ import type { Settings } from '../settings.js';
 import type { Component, Health } from './types.js';
 import { aptInstall, isRoot, log, portOpen, readPid, run, tail, waitFor } from '../proc.js';
 import { migrate } from '../../db/migrate.js';
+import { redactUrl } from '../../core/exposure.js';
 
 /** PostgreSQL 15 from Debian, as a cluster under the project's data folder (trust auth on loopback). */
 
@@ -95,7 +96,7 @@ export const postgres: Component = {
       await createDatabase(s);
     }
     const applied = await migrate(s.postgres.url);
-    log('postgres', `ready at ${s.postgres.url}${applied.length ? `; applied migrations ${applied.join(', ')}` : '; schema up to date'}`);
+    log('postgres', `ready at ${redactUrl(s.postgres.url)}${applied.length ? `; applied migrations ${applied.join(', ')}` : '; schema up to date'}`);
   },
   async down(s) {
     if (s.postgres.external || !fs.existsSync(path.join(s.postgres.dataDir, 'postmaster.pid'))) return;
@@ -108,12 +109,12 @@ export const postgres: Component = {
       await client.connect();
       try {
         const v = await client.query<{ version: string }>('select max(version) as version from floe_schema_migrations').catch(() => null);
-        return { ok: true, detail: `${s.postgres.url}; schema version ${v?.rows[0]?.version ?? 'none (run floe up)'}` };
+        return { ok: true, detail: `${redactUrl(s.postgres.url)}; schema version ${v?.rows[0]?.version ?? 'none (run floe up)'}` };
       } finally {
         await client.end();
       }
     }
     const pidAlive = readPid(path.join(s.postgres.dataDir, 'postmaster.pid')) !== null;
-    return { ok: false, detail: `${s.postgres.url} does not answer${pidAlive ? ' (postmaster running)' : ''}`, fix: s.postgres.external ? 'check FLOE_DATABASE_URL' : `run \`floe up\`; if it keeps failing see ${logFile(s)}` };
+    return { ok: false, detail: `${redactUrl(s.postgres.url)} does not answer${pidAlive ? ' (postmaster running)' : ''}`, fix: s.postgres.external ? 'check FLOE_DATABASE_URL' : `run \`floe up\`; if it keeps failing see ${logFile(s)}` };
   },
 };
