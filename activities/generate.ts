@@ -162,6 +162,20 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
       }
       placed.done(true);
       genMs += Date.now() - started;
+      // An engine sends at most the max_tokens it was asked for. The ids a server that ignores
+      // the limit sends past it belong to no request: the turn keeps what was asked for and ends
+      // there, at its length limit (the raw check says 'truncated'), so no turn larger than the
+      // run's limit reaches Postgres or a workflow history (payloads fail at 2 MB).
+      const over = res.tokenIds.length > next.maxTokens ? { overLimit: { generated: res.tokenIds.length, maxTokens: next.maxTokens } } : null;
+      if (over) res = withinLimit(res, next.maxTokens);
+      // An id outside the tokenizer's vocabulary is no output of the policy: the engine serves
+      // another model (or tokenizer). Kept, it would be the next prompt's and the trainer's.
+      const foreign = res.tokenIds.find((t) => !Number.isInteger(t) || t < 0 || t >= r.info.vocab_size);
+      if (foreign !== undefined) {
+        const why = `engine ${engine.id} returned token id ${foreign}, outside the vocabulary of the policy's tokenizer ${r.info.name} [0, ${r.info.vocab_size})`;
+        await answered(requestId, res, null, 'failed', { error: why });
+        throw ApplicationFailure.nonRetryable(`${why}: it serves a model with another tokenizer; point engines.endpoints at servers of the run's policy, or set policy.tokenizer to theirs`, 'EngineError');
+      }
       if (adapter.inPlaceUpdates) {
         // the engine rebuilt its caches under new weights itself and says which version made each id
         if (!res.versions) throw ApplicationFailure.nonRetryable(`engine ${engine.id} (${adapter.kind}) returned no per-token weight_versions; set engines.endpoints[].kind to the server it is (vllm | sglang) so floe stamps versions itself`, 'EngineError');
@@ -179,7 +193,7 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
           await answered(requestId, res, input.frozenVersion, 'aborted', { reason: 'resync' });
           continue;
         }
-        await answered(requestId, res, res.versions[res.versions.length - 1] ?? weights.version, 'answered', null);
+        await answered(requestId, res, res.versions[res.versions.length - 1] ?? weights.version, 'answered', over);
         return record(input, engine, r, p, soFar, res.finishReason, genMs);
       }
       const epoch = await getEngineEpoch(pool, input.runId, engine.id);
@@ -196,7 +210,7 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
       }
       if (a.keep) soFar = extendTurn(soFar, res.tokenIds, res.logprobs, a.version);
       const outcome: RequestOutcome = !a.keep ? 'dropped' : abortedByUpdate(weights.epoch, epoch, res.finishReason) ? 'aborted' : 'answered';
-      await answered(requestId, res, a.keep ? a.version : null, outcome, a.keep ? null : { reason: a.reason, labels: res.servedLabels ?? null }, epoch);
+      await answered(requestId, res, a.keep ? a.version : null, outcome, a.keep ? over : { reason: a.reason, labels: res.servedLabels ?? null }, epoch);
       if (outcome === 'answered') return record(input, engine, r, p, soFar, res.finishReason, genMs);
       // aborted by a weight update's pause (or its ids cannot be attributed): send again from the exact prefix
     }
@@ -299,6 +313,11 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
     const verdictForHistory: FormatVerdict = verdict.ok ? verdict : { ...verdict, detail: verdict.detail.slice(0, MAX_TEXT_IN_HISTORY) };
     return { kind: 'generated', engineId: engine.id, verdict: verdictForHistory, finishReason, promptTokens, completionTokens, versions, genMs, drift: p.drift, rawText: text };
   }
+}
+
+/** An answer cut to the `max` ids its request asked for: the turn ends at its length limit. */
+function withinLimit(res: GenerateResult, max: number): GenerateResult {
+  return { ...res, tokenIds: res.tokenIds.slice(0, max), logprobs: res.logprobs.slice(0, max), versions: res.versions?.slice(0, max) ?? null, finishReason: 'length' };
 }
 
 export type GenerateActivities = ReturnType<typeof createGenerateActivities>;

@@ -189,6 +189,10 @@ async function runCommand(argv: string[]): Promise<number> {
     switch (sub) {
       case 'start': {
         const config = loadRunConfig(p.positional[0], p.flags.get('set') ?? []);
+        // engines, trainer, pool and images, before anything is written
+        const { preflightRun, PreflightError } = await import('./preflight.js');
+        const problems = await preflightRun(s, config);
+        if (problems.length) throw new PreflightError(problems);
         const { runId: id, workflowId } = await startRun(client, config);
         console.log(`started run ${id}\n  workflow ${workflowId}\n  Web UI   ${webUiLink(s, workflowId)}`);
         return 0;

@@ -221,7 +221,50 @@ export function parseRunConfig(input: unknown, source = 'config'): RunConfig {
     if (heldOut.length && every === 0) throw new ConfigError([{ path: 'evaluation.every', message: 'evaluation.heldOut is scored by the periodic evaluation: set evaluation.every to N (updates)' }], source);
     return r.data;
   }
-  throw new ConfigError(r.error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message })), source);
+  throw new ConfigError(r.error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.code === 'unrecognized_keys' ? `${i.message}${unknownKeyHint(i.path, i.keys)}` : i.message })), source);
+}
+
+/** What an unknown key was probably meant to be, and the keys its section takes. */
+function unknownKeyHint(at: readonly PropertyKey[], keys: readonly string[]): string {
+  const known = keysAt(at);
+  if (!known.length) return '';
+  const near = keys.map((k) => [k, closest(k, known)] as const).filter(([, c]) => c !== null).map(([k, c]) => (keys.length === 1 ? c : `${c} for ${k}`));
+  return ` (${near.length ? `did you mean ${near.join(', ')}? ` : ''}${at.length ? at.map(String).join('.') : 'the top level'} takes ${known.join(', ')})`;
+}
+
+/** The keys of the object the schema has at `path` ([] where there is none). */
+function keysAt(path: readonly PropertyKey[]): string[] {
+  const unwrap = (t: z.core.$ZodType | undefined): z.core.$ZodType | undefined => {
+    let d = t?._zod.def as { innerType?: z.core.$ZodType; element?: z.core.$ZodType } | undefined;
+    while (t && d?.innerType) { t = d.innerType; d = t._zod.def as typeof d; }
+    return t;
+  };
+  let node = unwrap(RunConfigSchema);
+  for (const k of path) {
+    if (node instanceof z.ZodArray) node = unwrap(node.element);
+    else if (node instanceof z.ZodObject) node = unwrap(node.shape[String(k)] as z.core.$ZodType | undefined);
+    else return [];
+  }
+  return node instanceof z.ZodObject ? Object.keys(node.shape) : [];
+}
+
+/** The known key nearest to `k` (case aside, or at most a third of its letters off), if any. */
+function closest(k: string, known: readonly string[]): string | null {
+  const dist = (a: string, b: string): number => {
+    const d = Array.from({ length: b.length + 1 }, (_, j) => j);
+    for (let i = 1; i <= a.length; i++) {
+      let prev = d[0];
+      d[0] = i;
+      for (let j = 1; j <= b.length; j++) {
+        const cur = d[j];
+        d[j] = Math.min(d[j] + 1, d[j - 1] + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+        prev = cur;
+      }
+    }
+    return d[b.length];
+  };
+  const scored = known.map((c) => ({ c, d: c.toLowerCase() === k.toLowerCase() ? 0 : dist(k, c) })).sort((x, y) => x.d - y.d);
+  return scored.length && scored[0].d <= Math.max(1, Math.floor(k.length / 3)) ? scored[0].c : null;
 }
 
 /** Apply `--set a.b.c=value` overrides (values parsed as JSON when they parse, else strings). */

@@ -274,7 +274,8 @@ describe('floe audit --auditor: an agent on an engine adds its fixes to the sear
     db = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
     engine = await (await import('./helpers/scriptedEngine.js')).startScriptedEngine();
     cfgFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'floe-auditor-')), 'auditor.json');
-    fs.writeFileSync(cfgFile, JSON.stringify({ name: 'auditor-test', engines: { count: 0, endpoints: [{ id: 'scripted', url: engine.url }] }, rollout: { maxTurns: 4, maxTotalTokens: 32768 } }));
+    // a turn's budget that holds the scripted replies (floe keeps no more of a turn than it asked for)
+    fs.writeFileSync(cfgFile, JSON.stringify({ name: 'auditor-test', engines: { count: 0, endpoints: [{ id: 'scripted', url: engine.url }] }, policy: { maxTokensPerTurn: 4096 }, rollout: { maxTurns: 4, maxTotalTokens: 32768 } }));
     const { auditIdOf, auditSettings, auditorConfig } = await import('../cli/audit.js');
     auditId = auditIdOf('toy', [byId(TASK)], auditSettings(200, { config: await auditorConfig(cfgFile), attempts: 2 }));
     const rollout = (i: number) => `${auditId}-${TASK}@auditor-${i}`;

@@ -16,6 +16,7 @@ import { recording, saveHistory } from './helpers/histories.js';
 import { renderToolCall } from '../core/tools.js';
 import { startScriptedEngine, type ScriptedEngine } from './helpers/scriptedEngine.js';
 import { countRuns, getRun } from '../store/runs.js';
+import { startTrainerDouble, type TrainerDouble } from './helpers/trainerDouble.js';
 
 /** The platform end to end: the floe CLI starts, lists, pauses, resumes and stops a real run
  *  on the real Temporal server, Postgres follows, history survives a server restart, the Web
@@ -27,23 +28,27 @@ let platform: Platform;
 let db: pg.Pool;
 /** Test double: every turn submits at once (a real rollout, graded, reward 0). */
 let engine: ScriptedEngine;
+/** Test double: a trainer at version 0, which `floe run start` checks for (cli/preflight.ts). */
+let trainer: TrainerDouble;
 const finished: string[] = [];
 
 beforeAll(async () => {
   platform = await withWorkers(['control', 'sandbox']);
   engine = await startScriptedEngine({ fallback: { text: renderToolCall({ name: 'submit', arguments: {} }) } });
+  trainer = await startTrainerDouble();
   db = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
   fs.mkdirSync(outDir, { recursive: true });
 });
 afterAll(async () => {
   await db?.end();
   await engine?.close();
+  await trainer?.close();
   await platform?.close();
 });
 
 /** A small real run: rollouts against the scripted engine; no batch fills before the test
- *  stops it (groupsPerUpdate is large), so no trainer is needed. */
-const runArgs = () => ['--set', `engines.endpoints=[{"id":"scripted","url":"${engine.url}","node":"local"}]`, '--set', 'trainer.url=http://127.0.0.1:9',
+ *  stops it (groupsPerUpdate is large), so the trainer double (which answers /health only) does. */
+const runArgs = () => ['--set', `engines.endpoints=[{"id":"scripted","url":"${engine.url}","node":"local"}]`, '--set', `trainer.url=${trainer.url}`,
   '--set', 'rollout.groupSize=2', '--set', 'rollout.maxInFlight=2', '--set', 'training.groupsPerUpdate=1000'];
 
 async function startViaCli(name: string): Promise<string> {
@@ -97,12 +102,13 @@ describe('runs through the floe CLI', () => {
     expect((await floe(['run', 'status'])).stderr).toMatch(/needs a run id/);
   });
 
-  it('a bad task source fails the run with the reason recorded in Postgres', async () => {
+  it('refuses a bad task source at start, naming it, before anything runs', async () => {
+    const before = await countRuns(db);
     const r = (await floe(['run', 'start', '--set', 'name=badsource', '--set', 'tasks.source=/no/such.jsonl', ...runArgs()]));
-    const runId = /started run (\S+)/.exec(r.stdout)![1];
-    await eventually('the run to fail', () => dbStatus(runId), (row) => row?.status === 'failed');
-    const summary = (await getRun(db, runId))?.summary;
-    expect(summary?.error).toMatch(/no such file|ENOENT/i);
+    expect(r.code).toBe(2);
+    expect(r.stdout).not.toMatch(/started run/);
+    expect(r.stderr).toMatch(/tasks\.source \/no\/such\.jsonl: no such file\n {4}fix: give a JSONL file of dataset rows/);
+    expect(await countRuns(db)).toBe(before);
   });
 
   it('keeps history across a restart of the Temporal server', async () => {

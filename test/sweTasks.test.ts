@@ -23,6 +23,7 @@ import { buildR2eFixtures, R2E_ROWS_FILE } from './fixtures/r2e/build.js';
 import { settings, withWorkers, type Platform } from './helpers/platform.js';
 import { startScriptedEngine, type ScriptedEngine, type ScriptedOutput } from './helpers/scriptedEngine.js';
 import { floe } from './helpers/cli.js';
+import { startRun } from '../client/runs.js';
 import { eventually } from './helpers/wait.js';
 
 /** Real SWE task layouts at small scale (test/fixtures/swe, test/fixtures/r2e): SWE-bench
@@ -229,10 +230,10 @@ describe('the image preflight', () => {
     const row = { ...JSON.parse(fs.readFileSync(POOLS[2].file, 'utf8').split('\n')[0]) as Record<string, unknown>, instance_id: 'floe-missing__nothing-1', docker_image: absent };
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'floe-preflight-')), 'absent.jsonl');
     fs.writeFileSync(file, `${JSON.stringify(row)}\n`);
-    const r = await floe(['run', 'start', '--set', 'name=preflight', '--set', `tasks.source=${file}`, '--set', 'tasks.layout=swe-rebench', '--set', 'tasks.excludeLooseTests=false',
-      '--set', `engines.endpoints=[{"id":"scripted","url":"${engine.url}","node":"local"}]`, '--set', 'trainer.url=http://127.0.0.1:9', '--set', 'rollout.groupSize=1', '--set', 'training.groupsPerUpdate=1000']);
-    expect(r.code, r.stderr).toBe(0);
-    const started = /started run (\S+)/.exec(r.stdout)![1];
+    // started by the client, not `floe run start`, whose own checks refuse it before any run
+    // exists (test/chaos/badInput.test.ts): here the run's preflight, for every other client
+    const { runId: started } = await startRun(platform.client, parseRunConfig({ name: 'preflight', tasks: { source: file, layout: 'swe-rebench', excludeLooseTests: false },
+      engines: { endpoints: [{ id: 'scripted', url: engine.url, node: 'local' }] }, trainer: { url: 'http://127.0.0.1:9' }, rollout: { groupSize: 1 }, training: { groupsPerUpdate: 1000 } }));
     const row2 = await eventually('the run to fail', async () => (await db.query<{ status: string; summary: { error?: string } | null }>('select status, summary from runs where run_id = $1', [started])).rows[0], (x) => x?.status === 'failed', 120_000);
     expect(row2.summary?.error).toContain(absent);
     expect(row2.summary?.error).toMatch(/podman load -i/);

@@ -45,6 +45,10 @@ const workers = new Map<string, ChildProcess>();
 // each in its own process group: tsx runs the worker in a child process, and kill -9 must hit both
 const startWorker = (role: string): void => { workers.set(role, spawn(floeBin, ['worker', role], { stdio: 'ignore', detached: true })); };
 const kill9Group = (p: ChildProcess | undefined) => { try { process.kill(-p!.pid!, 'SIGKILL'); } catch { /* gone */ } };
+// detached workers outlive this file if it is ended early; they must not take other tests' jobs
+const killWorkers = () => { for (const w of workers.values()) kill9Group(w); };
+process.once('exit', killWorkers);
+for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => { killWorkers(); process.exit(130); });
 const kill9 = (p: PythonServer) => { try { process.kill(p.process.pid!, 'SIGKILL'); } catch { /* gone */ } };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -103,7 +107,7 @@ beforeAll(async () => {
 }, 600_000);
 
 afterAll(async () => {
-  for (const w of workers.values()) kill9Group(w);
+  killWorkers();
   await gpu?.stop();
   await client?.connection.close();
   await db?.end();

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { parseRunConfig } from '../../core/config.js';
+import { parseRunConfig, RunConfigSchema } from '../../core/config.js';
 import type { Layers } from '../../core/gates.js';
 import type { RenderSpec } from '../../core/renderSpec.js';
 import type { RolloutSettings } from '../../workflows/rollout.js';
@@ -76,16 +76,20 @@ export async function startScriptedEngine(opts: { fallback?: ScriptedOutput; ver
   };
 }
 
+/** The largest per-turn token limit a run config allows (core/config.ts policy.maxTokensPerTurn). */
+const MAX_TOKENS_PER_TURN = RunConfigSchema.shape.policy.unwrap().shape.maxTokensPerTurn.unwrap().maxValue ?? 32768;
+
 /** A rollout's settings on a scripted engine at `url` (the tests' and bench/throughput.ts's one
  *  owner): the run config's defaults (with o.maxTurns), token and wall budgets no script
- *  reaches, the byte-level render unless o.render names one. */
+ *  reaches (per turn too: the largest the config allows, as floe keeps no more of a turn than
+ *  its request asked for), the byte-level render unless o.render names one. */
 export function scriptedRolloutSettings(url: string, o: { maxTurns?: number; render?: RenderSpec; recipe?: Partial<Layers>; host?: string; kind?: 'reference' } = {}): RolloutSettings {
   const c = parseRunConfig(o.maxTurns === undefined ? {} : { rollout: { maxTurns: o.maxTurns } });
   return {
     engines: [{ id: 'scripted', url, node: 'local', ...(o.kind ? { kind: o.kind } : {}) }],
     router: 'least-loaded',
     ...(o.render ? { render: o.render } : {}),
-    sampling: { temperature: 1, topP: 1, maxTokensPerTurn: c.policy.maxTokensPerTurn },
+    sampling: { temperature: 1, topP: 1, maxTokensPerTurn: MAX_TOKENS_PER_TURN },
     budgets: { maxTurns: c.rollout.maxTurns, maxTotalTokens: 100_000, maxWallSeconds: 600 },
     maxObservationChars: c.rollout.maxObservationChars,
     sandbox: { ...c.sandbox, ...(o.host ? { host: o.host } : {}) },
