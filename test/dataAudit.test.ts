@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { applyAudit, auditStatus, curatedRow, auditTable, behaviourDifference, blindTask, scoreAgainstLabels, standardValidation, type BehaviourTrace } from '../core/dataAudit.js';
 import type { GradeResult } from '../core/sandboxPolicy.js';
 import { loadToySuite } from '../tasks/loaders.js';
-import { floe, floeBin } from './helpers/cli.js';
+import { floe, floeBin, killGroup } from './helpers/cli.js';
 import { agentCandidateDiff, auditorTask } from '../core/auditorAgent.js';
 import { repoRoot } from '../infra/settings.js';
 
@@ -142,7 +142,7 @@ describe('floe audit on toy tasks (real Temporal, Postgres and podman graders)',
   const audit = (onStderr?: (text: string, kill: () => void) => void) => new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
     // its own process group, like a terminal's job: kill -9 reaches tsx's node child too
     const child = spawn(floeBin, ['audit', 'toy', '--tasks', TASKS.join(','), '--concurrency', '1'], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-    const kill9 = () => { try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ } };
+    const kill9 = () => killGroup(child, 'SIGKILL');
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); onStderr?.(stderr, kill9); });
     child.stdout.on('data', () => undefined);

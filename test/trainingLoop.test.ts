@@ -13,7 +13,7 @@ import { startEmbeddedGpu, type EmbeddedGpu } from '../infra/engines.js';
 import { repoRoot } from '../infra/settings.js';
 import { settings, withWorkers, type Platform } from './helpers/platform.js';
 import { startScriptedEngine, type ScriptedEngine } from './helpers/scriptedEngine.js';
-import { floeBin } from './helpers/cli.js';
+import { floeBin, killGroup } from './helpers/cli.js';
 import { eventually } from './helpers/wait.js';
 import { continuedRunId, recording, saveHistory } from './helpers/histories.js';
 import { listBatchMembers, listPolicyVersions } from '../store/batches.js';
@@ -176,7 +176,7 @@ describe('a worker killed with SIGKILL mid-run', () => {
   it('the run continues on a restarted worker; no rollout is lost or trained on twice', async () => {
     // its own process group: tsx runs the worker in a child process, and kill -9 must hit it
     const startWorker = (): ChildProcess => spawn(floeBin, ['worker', 'all'], { stdio: 'ignore', detached: true });
-    const kill9 = (p: ChildProcess) => { try { process.kill(-p.pid!, 'SIGKILL'); } catch { /* gone */ } };
+    const kill9 = (p: ChildProcess) => killGroup(p, 'SIGKILL');
     let worker = startWorker();
     const client = (await withWorkers([])).client;
     const own = await startGpu('b');

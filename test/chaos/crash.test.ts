@@ -15,7 +15,7 @@ import { postgres } from '../../infra/components/postgres.js';
 import { temporalClient } from '../../workers/connect.js';
 import { listBatchMembers, listPolicyVersions } from '../../store/batches.js';
 import { settings } from '../helpers/platform.js';
-import { floeBin } from '../helpers/cli.js';
+import { floeBin, killGroup } from '../helpers/cli.js';
 import { eventually } from '../helpers/wait.js';
 import { chaosCase, type ChaosOutcome } from '../helpers/chaos.js';
 
@@ -44,7 +44,7 @@ const workers = new Map<string, ChildProcess>();
 
 // each in its own process group: tsx runs the worker in a child process, and kill -9 must hit both
 const startWorker = (role: string): void => { workers.set(role, spawn(floeBin, ['worker', role], { stdio: 'ignore', detached: true })); };
-const kill9Group = (p: ChildProcess | undefined) => { try { process.kill(-p!.pid!, 'SIGKILL'); } catch { /* gone */ } };
+const kill9Group = (p: ChildProcess | undefined) => { if (p) killGroup(p, 'SIGKILL'); };
 // detached workers outlive this file if it is ended early; they must not take other tests' jobs
 const killWorkers = () => { for (const w of workers.values()) kill9Group(w); };
 process.once('exit', killWorkers);

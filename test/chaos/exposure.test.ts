@@ -11,7 +11,7 @@ import { dockerFromSettings } from '../../infra/docker.js';
 import { startEmbeddedGpu, type EmbeddedGpu } from '../../infra/engines.js';
 import { temporalBin } from '../../infra/components/temporal.js';
 import { chaosCase } from '../helpers/chaos.js';
-import { floe, floeBin } from '../helpers/cli.js';
+import { floe, floeBin, killGroup } from '../helpers/cli.js';
 import { eventually } from '../helpers/wait.js';
 import { describeListeners, isLoopback, listenersOf, ownerOf, tcpListeners, type Listener } from '../helpers/listeners.js';
 
@@ -54,7 +54,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  for (const c of children) killGroup(c, 'SIGKILL');
   const docker = dockerFromSettings(settings);
   for (const runId of runIds) {
     const left = await docker.listContainers({ all: true, filters: { label: [`floe.run=${runId}`] } });
@@ -95,7 +95,7 @@ const holding = (files: string[], needles: string[]) => files.filter((f) => { co
 
 /** A floe worker process with its own environment; resolves once it polls Temporal. */
 function startWorker(role: string, env: NodeJS.ProcessEnv): Promise<{ child: ChildProcess; output: () => string }> {
-  const child = spawn(floeBin, ['worker', role], { env: { ...process.env, ...env } });
+  const child = spawn(floeBin, ['worker', role], { env: { ...process.env, ...env }, detached: true });
   children.push(child);
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
@@ -109,9 +109,9 @@ function startWorker(role: string, env: NodeJS.ProcessEnv): Promise<{ child: Chi
 }
 const stopWorker = (w: { child: ChildProcess }) => new Promise<void>((r) => {
   if (w.child.exitCode !== null || w.child.signalCode !== null) return r();
-  const kill = setTimeout(() => w.child.kill('SIGKILL'), 15_000);
+  const kill = setTimeout(() => killGroup(w.child, 'SIGKILL'), 15_000);
   w.child.once('exit', () => { clearTimeout(kill); r(); });
-  w.child.kill('SIGTERM');
+  killGroup(w.child, 'SIGTERM');
 });
 
 describe('exposure', () => {
