@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { Worker } from '@temporalio/worker';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 import { workflowsPath } from '../workers/worker.js';
+import { installRuntimeLogger } from '../workers/logging.js';
 
 /** Determinism guard: histories recorded from real runs (test/fixtures/histories, written by
  *  `FLOE_RECORD_HISTORIES=1 npx vitest run test/runLifecycle.test.ts` and the rollout tests)
@@ -13,6 +14,8 @@ import { workflowsPath } from '../workers/worker.js';
  *  activities whose generate answers have no rawText: a tool result, a format failure and a
  *  sandbox failure, which the rollout workflow must still replay (its legacy branch). */
 const dir = path.join(import.meta.dirname, 'fixtures', 'histories');
+// the SDK's messages at WARN and above, one line each (the negative controls' nondeterminism warnings among them)
+installRuntimeLogger();
 
 // file name = workflow id (child workflow ids derive from it)
 const load = (f: string) => ({ workflowId: f.replace(/\.json$/, ''), history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'))) });

@@ -24,7 +24,11 @@ export function installRuntimeLogger(): void {
   const asked = (process.env.FLOE_LOG_LEVEL ?? 'WARN').toUpperCase() as LogLevel;
   const level = LEVELS.includes(asked) ? asked : 'WARN';
   try {
-    Runtime.install({ logger: new DefaultLogger(level, (e) => { if (!EXPECTED.test(e.message)) console.error(line(e)); }) });
+    Runtime.install({
+      logger: new DefaultLogger(level, (e) => { if (!EXPECTED.test(e.message)) console.error(line(e)); }),
+      // the SDK core's own (Rust) messages go through the same logger and filter, one line each
+      telemetryOptions: { logging: { filter: { core: level, other: level }, forward: {} } },
+    });
   } catch {
     // a runtime exists already in this process (something connected first): keep it
   }
