@@ -19,8 +19,10 @@ import { settings } from '../helpers/platform.js';
 
 const OWNER = `FLOE_TEST_OWNER=${process.pid}`;
 process.env.FLOE_TEST_OWNER = String(process.pid);
-/** Floe's own processes; the services (Temporal, Postgres, podman) a test restarted stay up. */
-const FLOE_PROCESS = /(cli\/floe\.ts|bin\/floe|floe_engine\.)/;
+/** Floe's own processes; the services (Temporal, Postgres, podman) a test restarted stay up.
+ *  A renderer (floe_engine.render_server) is not one: it serves its parent's workers only and
+ *  dies with that process (activities/renderer.ts), polling nothing meanwhile. */
+const FLOE_PROCESS = /(cli\/floe\.ts|bin\/floe|floe_engine\.(?!render_server))/;
 
 function leftProcesses(): { pid: number; cmd: string }[] {
   const left: { pid: number; cmd: string }[] = [];
