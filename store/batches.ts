@@ -109,9 +109,14 @@ export async function listBatchRewards(db: Queryable, runId: string): Promise<{ 
   return r.rows.map((x) => ({ taskId: x.task_id, version: x.version, reward: x.reward }));
 }
 
-/** The token sequences (v_rollout_sequences) of the rollouts a run trained on. */
+/** The token sequences (v_rollout_sequences) of the rollouts a run trained on. The view
+ *  aggregates per rollout; the run's rollout ids are given to it as a filter on its group key,
+ *  which Postgres pushes down to turn_tokens' index (a join alone aggregates every rollout of
+ *  the database first). */
 export async function listTrainedSequences(db: Queryable, runId: string): Promise<(RolloutSequenceRow & { version: number })[]> {
   const r = await db.query<Parameters<typeof sequenceRow>[0] & { version: number }>(
-    `select ${SEQUENCE_COLUMNS}, b.version from v_rollout_sequences s join batch_members b using (rollout_id) where b.run_id = $1 order by b.version, s.rollout_id`, [runId]);
+    `select ${SEQUENCE_COLUMNS}, b.version from v_rollout_sequences s join batch_members b using (rollout_id)
+      where b.run_id = $1 and s.rollout_id = any(array(select rollout_id from batch_members where run_id = $1))
+      order by b.version, s.rollout_id`, [runId]);
   return r.rows.map((x) => ({ ...sequenceRow(x), version: x.version }));
 }

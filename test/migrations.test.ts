@@ -65,6 +65,31 @@ describe('db migrations', () => {
     }
   });
 
+  it('012: a rollout\'s sequence (v_rollout_sequences) in linear time: a huge turn, and per-token arrays of unequal length', async () => {
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    try {
+      await insertRun(pool, { runId: 'r12', workflowId: 'w12', name: 'n', config: parseRunConfig({}) });
+      // a 1 MB tool call of a byte-level model is a turn of ~10^6 ids (test/chaos/modelOutput.test.ts);
+      // 003's view read log-probs by subscript, O(n²): > 90 s for 10^6 ids, minutes for these
+      const n = 400_000;
+      const big = Array.from({ length: n }, (_, i) => i % 250);
+      await insertRollout(pool, { runId: 'r12', rolloutId: 'x12', taskId: 't', groupId: 'g', attempt: 0, purpose: 'test', workflowId: 'w12-x12' });
+      await upsertTurnTokens(pool, { rolloutId: 'x12', turnIndex: 0, inputIds: [7, 8], promptLen: 2, completionIds: big, logprobs: big.map(() => -0.25), tokenVersions: big.map(() => 3), renderDrift: null });
+      // arrays of unequal length: log-probs short (the rest read 0), versions long (the extra dropped)
+      await upsertTurnTokens(pool, { rolloutId: 'x12', turnIndex: 1, inputIds: [9], promptLen: 1, completionIds: [4, 5, 6], logprobs: [-1], tokenVersions: [4, 4, 4, 4, 4], renderDrift: null });
+      const s = (await getRolloutSequence(pool, 'x12'))!;
+      expect([s.sequenceTokens, s.generatedTokens]).toEqual([n + 6, n + 3]);
+      expect(s.ids.slice(0, 4)).toEqual([7, 8, 0, 1]);
+      expect(s.ids.slice(-4)).toEqual([9, 4, 5, 6]);
+      expect(s.lossMask.slice(-5)).toEqual([1, 0, 1, 1, 1]);
+      expect(s.logprobs.slice(-4)).toEqual([0, -1, 0, 0]);
+      expect(s.tokenVersions.slice(-5)).toEqual([3, -1, 4, 4, 4]);
+      expect(s.logprobs.slice(2, n + 2).every((x) => x === -0.25)).toBe(true);
+    } finally {
+      await pool.end();
+    }
+  });
+
   it('rolls back a failing migration and names it', async () => {
     const fs = await import('node:fs');
     const os = await import('node:os');
