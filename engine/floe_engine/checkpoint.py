@@ -254,13 +254,15 @@ def publish_policy(policy, publish_dir: str, version: int, **kw) -> str:
     return save_policy(policy, version_dir(publish_dir, version), version, **kw)
 
 
-def save_policy(policy, out_dir: str, version: int, **kw) -> str:
+def save_policy(policy, out_dir: str, version: int, state_dict=None, **kw) -> str:
+    """Write ``policy`` (its own ``state_dict()``, or the full ``state_dict`` given: a sharded
+    trainer gathers one on rank 0) as the version folder ``out_dir``."""
     if getattr(policy, "kind", None) == "hf":
         tok = policy.tokenizer
         kw.setdefault("hf_module", policy.module)
         kw.setdefault("tokenizer_dir", getattr(tok, "folder", None))  # None for the byte tokenizer
         kw.setdefault("stop_token_ids", list(getattr(tok, "stop_token_ids", []) or []))
-    return save(policy.state_dict(), out_dir, version, policy.config_dict(), **kw)
+    return save(policy.state_dict() if state_dict is None else state_dict, out_dir, version, policy.config_dict(), **kw)
 
 
 # ------------------------------------------------------------------------------ reading

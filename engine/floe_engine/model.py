@@ -100,6 +100,20 @@ class Block(nn.Module):
         x = x + self.proj(y)
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
+    def forward(self, x: torch.Tensor, mask: torch.Tensor,
+                prefix: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
+                ) -> Tuple[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+        """One block of the full-sequence forward: -> (x, this block's own (k, v)). ``prefix`` is
+        the block's cached (k, v) of earlier positions. A real ``forward`` (rather than the parts
+        called from TinyGPT) so module hooks fire per block: FSDP2's ``fully_shard`` relies on them."""
+        q, k, v = self._heads(x)
+        kv = (k, v)
+        if prefix is not None:
+            B = x.shape[0]
+            k = torch.cat([prefix[0].expand(B, -1, -1, -1), k], dim=2)
+            v = torch.cat([prefix[1].expand(B, -1, -1, -1), v], dim=2)
+        return self._finish(x, self._attend(q, k, v, mask)), kv
+
 
 
 class TinyGPT(nn.Module):
@@ -135,6 +149,8 @@ class TinyGPT(nn.Module):
         return_kv: bool = False,
         logits: bool = True,
         hidden: bool = False,
+        positions: Optional[torch.Tensor] = None,
+        attn_mask: Optional[torch.Tensor] = None,
     ):
         """ids [B, T] -> logits [B, T, V] (and per-layer K/V [B, H, T, Dh] if asked).
 
@@ -143,22 +159,22 @@ class TinyGPT(nn.Module):
         positions P..P+T-1 and attend to the prefix as well as causally to
         each other. Gradients flow into the prefix, which is how the trainer
         runs one shared prompt for a whole group of completions.
+
+        ``positions`` [T] and ``attn_mask`` ([T, T] or [B, 1, T, T] bool, True = may not attend)
+        replace the default arange positions and causal mask (no prefix): packed sequences, each
+        restarting at position 0 and attending only within itself.
         """
         B, T = ids.shape
         P = 0 if prefix_kv is None else prefix_kv[0][0].shape[2]
         if P + T > self.cfg.context:
             raise ValueError(f"sequence of {P + T} tokens exceeds the model context {self.cfg.context}")
-        x = self.tok(ids) + self.pos(torch.arange(P, P + T, device=ids.device))[None]
-        mask = torch.ones(T, P + T, dtype=torch.bool, device=ids.device).triu(P + 1)
+        pos = torch.arange(P, P + T, device=ids.device) if positions is None else positions
+        x = self.tok(ids) + self.pos(pos)[None]
+        mask = torch.ones(T, P + T, dtype=torch.bool, device=ids.device).triu(P + 1) if attn_mask is None else attn_mask
         kvs = []
         for layer, blk in enumerate(self.blocks):
-            q, k, v = blk._heads(x)
-            kvs.append((k, v))
-            if prefix_kv is not None:
-                pk, pv = prefix_kv[layer]
-                k = torch.cat([pk.expand(B, -1, -1, -1), k], dim=2)
-                v = torch.cat([pv.expand(B, -1, -1, -1), v], dim=2)
-            x = blk._finish(x, blk._attend(q, k, v, mask))
+            x, kv = blk(x, mask, None if prefix_kv is None else prefix_kv[layer])
+            kvs.append(kv)
         out = x if hidden else (self._logits(x) if logits else None)
         return (out, kvs) if return_kv else out
 

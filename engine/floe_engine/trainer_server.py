@@ -9,11 +9,24 @@ POST /train_step {batch_path | samples, config} -> {version, path, metrics}
 POST /logprobs {samples: [{prompt_ids, completion_ids} | {ids, loss_mask}]} -> {logprobs}
 GET /health, GET /metrics. ``--port 0`` picks a free port; the first stdout
 line is a JSON object {"event": "ready", "port": ...}.
+
+Sharded over several processes (FSDP2; see ``fsdp_trainer``), one endpoint whatever the world
+size: rank 0 serves these routes and hands every request to the other ranks::
+
+    python -m torch.distributed.run --standalone --nproc-per-node 2 -m floe_engine.trainer_server \
+        --port 8200 --model tiny --checkpoint DIR/v0 --publish-dir DIR --lr 1e-4
+
+``--fsdp`` runs that code path in one process (no torchrun needed). The sharded trainer also
+keeps its own state (fp32 master weights + optimizer moments + version, ``trainer_state``) in
+``DIR/trainer_state/v<N>`` every ``--state-every`` steps, and on start resumes from the newest
+complete one when its version is at least the --checkpoint's (``--no-resume``: weights from
+--checkpoint, fresh optimizer moments, as the one-process trainer always does).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -57,9 +70,13 @@ class TrainerServer:
 
     def health(self, body, headers) -> dict:
         pol = self.trainer.policy
-        return {"ok": True, "version": self.trainer.version, "model": self.model_name,
-                "path": self.trainer.published_path(), "busy": self.busy > 0,
-                "max_model_len": pol.context, "vocab_size": pol.vocab_size, "tokenizer": pol.tokenizer.describe()}
+        out = {"ok": True, "version": self.trainer.version, "model": self.model_name,
+               "path": self.trainer.published_path(), "busy": self.busy > 0,
+               "max_model_len": pol.context, "vocab_size": pol.vocab_size, "tokenizer": pol.tokenizer.describe()}
+        ctx = getattr(self.trainer, "ctx", None)
+        if ctx is not None:  # the sharded trainer
+            out.update(world_size=ctx.world_size, resumed_from=self.trainer.resumed_from)
+        return out
 
     def metrics(self, body, headers):
         m = self.trainer.last_metrics
@@ -105,7 +122,28 @@ def main(argv=None) -> None:
     ap.add_argument("--publish-dtype", default="auto", help="fp32 | bf16 | auto (= compute dtype)")
     ap.add_argument("--recurrent-state-dtype", default="fp32", choices=["fp32", "model"])
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--peak-tflops", type=float, default=None,
+                    help="peak dense bf16 TFLOP/s of one device, for the mfu metric (default: a table by GPU name)")
+    ap.add_argument("--fsdp", action="store_true",
+                    help="the sharded trainer (FSDP2) in this one process; implied when launched by torchrun")
+    ap.add_argument("--state-every", type=int, default=None,
+                    help="sharded trainer: save its state (DCP: weights + optimizer) every K steps; 0 = never (default 1)")
+    ap.add_argument("--state-keep", type=int, default=1, help="sharded trainer: complete states kept (default 1)")
+    ap.add_argument("--no-resume", action="store_true",
+                    help="sharded trainer: ignore DIR/trainer_state (weights from --checkpoint, fresh optimizer)")
+    ap.add_argument("--activation-checkpointing", action="store_true",
+                    help="sharded trainer: recompute each block's activations in the backward (long sequences)")
+    ap.add_argument("--pack", action="store_true",
+                    help="sharded trainer: pack samples into unpadded token-budget micro-batches (config.micro_batch_tokens)")
+    ap.add_argument("--dist-timeout-s", type=float, default=7 * 86400,
+                    help="sharded trainer: process-group timeout (ranks > 0 wait that long for a request)")
     a = ap.parse_args(argv)
+    from .fsdp_trainer import launched_by_torchrun
+    if a.fsdp or launched_by_torchrun():
+        return main_sharded(a)
+    if a.state_every or a.no_resume or a.activation_checkpointing or a.pack:
+        ap.error("--state-every / --no-resume / --activation-checkpointing / --pack belong to the sharded trainer: "
+                 "add --fsdp (or launch with torchrun)")
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     policy, version = build_policy(a.model, a.checkpoint, seed=a.seed, device=a.device, dtype=a.dtype,
@@ -114,7 +152,7 @@ def main(argv=None) -> None:
     from .policy import parse_dtype
     pub = policy.dtype if a.publish_dtype == "auto" else parse_dtype(a.publish_dtype, policy.device)
     trainer = Trainer(policy, version, a.publish_dir, lr=a.lr, weight_decay=a.weight_decay, publish_dtype=pub,
-                      optimizer=a.optimizer)
+                      optimizer=a.optimizer, peak_tflops=a.peak_tflops)
     t0 = time.perf_counter()
     path = trainer.ensure_published()  # engines can always load the version the trainer starts from
     name = a.model if a.model.startswith("hf:") else "floe-tiny"
@@ -128,6 +166,65 @@ def main(argv=None) -> None:
         httpd.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:
         pass
+
+
+def main_sharded(a) -> None:
+    """The FSDP2 trainer: every rank builds the same policy (same seed, same --checkpoint),
+    shards it, resumes its state if any; rank 0 serves HTTP, the others follow its commands."""
+    import signal
+
+    import torch.distributed as dist
+
+    from . import trainer_state
+    from .fsdp_trainer import FSDPTrainer, init_distributed
+    from .policy import parse_dtype
+
+    torch.set_num_threads(a.threads)
+    ctx = init_distributed(a.device, a.dist_timeout_s)
+    torch.manual_seed(a.seed)
+    policy, version = build_policy(a.model, a.checkpoint, seed=a.seed, device=str(ctx.device), dtype=a.dtype,
+                                   recurrent_state_dtype=a.recurrent_state_dtype, for_training=True,
+                                   tokenizer=a.tokenizer)
+    pub = policy.dtype if a.publish_dtype == "auto" else parse_dtype(a.publish_dtype, policy.device)
+    trainer = FSDPTrainer(policy, version, a.publish_dir, ctx, state_every=1 if a.state_every is None else a.state_every,
+                          state_keep=a.state_keep, activation_checkpointing=a.activation_checkpointing,
+                          pack=a.pack, lr=a.lr, weight_decay=a.weight_decay, publish_dtype=pub,
+                          optimizer=a.optimizer, peak_tflops=a.peak_tflops)
+    box = [None if a.no_resume else trainer_state.latest(a.publish_dir)]  # rank 0 decides for all
+    dist.broadcast_object_list(box, src=0, group=ctx.cmd_group)
+    t_resume = time.perf_counter()
+    if box[0] is not None:
+        folder, meta = box[0]
+        if int(meta["version"]) >= version:
+            trainer_state.load(trainer, folder, meta)
+        elif ctx.is_main:
+            print(f"trainer_server: ignoring {folder} (version {meta['version']}): --checkpoint is newer "
+                  f"(version {version})", file=sys.stderr, flush=True)
+    resume_ms = (time.perf_counter() - t_resume) * 1e3
+
+    def on_signal(signum, frame):
+        # torchrun signals every rank at once: no rank can wait for another, so each one just
+        # leaves (published versions and saved states are renamed into place whole)
+        sys.stdout.flush()
+        os._exit(0)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    t0 = time.perf_counter()
+    path = trainer.ensure_published()
+    if not ctx.is_main:
+        trainer.serve_workers()
+        dist.destroy_process_group()
+        return
+    name = a.model if a.model.startswith("hf:") else "floe-tiny"
+    httpd = make_server(a.host, a.port, TrainerServer(trainer, name).routes(), verbose=a.verbose)
+    print(json.dumps({"event": "ready", "role": "trainer", "host": a.host, "port": httpd.server_address[1],
+                      "model": name, "version": trainer.version, "path": path,
+                      "parameters": policy.num_parameters(), "tokenizer": policy.tokenizer.name,
+                      "vocab_size": policy.vocab_size, "device": str(policy.device),
+                      "startup_publish_ms": round((time.perf_counter() - t0) * 1e3, 1),
+                      "world_size": ctx.world_size, "resumed_from": trainer.resumed_from,
+                      "resume_ms": round(resume_ms, 1)}), flush=True)
+    httpd.serve_forever(poll_interval=0.2)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ from floe_engine.trainer import Trainer, normalize_samples
 
 HF_SPEC = ("hf:qwen3:hidden_size=64,num_hidden_layers=2,num_attention_heads=2,num_key_value_heads=1,head_dim=32,"
            "intermediate_size=128,max_position_embeddings=1024")
-TIMING = ("train_ms", "publish_ms", "publish_breakdown")
+# measured, not computed: they differ between two runs of the same step
+TIMING = ("train_ms", "publish_ms", "publish_breakdown", "tokens_per_s", "peak_memory_bytes",
+          "peak_memory_bytes_per_rank", "mfu")
 
 
 def tiny_trainer(tmp_path, name="t", lr=1e-2, seed=0):

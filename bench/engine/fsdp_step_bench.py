@@ -1,0 +1,139 @@
+"""One FSDP2 train step of a Qwen3-4B-shaped model (random init, real vocabulary) on one GPU.
+
+    python3 bench/engine/fsdp_step_bench.py --out $OUT/fsdp_step_h200.json          # one H200
+    .floe/venv/bin/python bench/engine/fsdp_step_bench.py --smoke --out /tmp/s.json   # CPU check
+
+The trainer is floe_engine.fsdp_trainer.FSDPTrainer at world size 1 (a one-process gloo/NCCL
+group; fully_shard on every decoder layer and the root, fp32 master shards, bf16 compute,
+activation checkpointing on), the model ``hf:qwen3`` with Qwen3-4B's shape: hidden 2560, 36
+layers, 32 query / 8 KV heads of 128, MLP 9728, tied embeddings, vocab_size 151,936 (the real
+vocabulary: the head and its log-softmax run over all 151,936 ids at every trained position).
+Each layout is a 32k-token batch of random token ids (the first 10% of each sequence is an
+untrained prompt, the rest trained, advantages +1/-1), run as ONE micro-batch:
+``1x32768`` one 32k-token rollout, ``8x4096`` eight 4k-token rollouts. Each layout runs two
+train steps (the first includes CUDA/cuBLAS warm-up); each step publishes the 8 GB bf16 HF
+folder (gather -> save_pretrained -> sha256), and the last published folder is loaded back
+with checkpoint.load (which verifies every sha256): publish + load = publish-to-loaded on one
+machine. The JSON is rewritten after each section, so a timeout keeps what was measured.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "engine"))
+
+import torch  # noqa: E402
+
+from floe_engine import checkpoint as ckpt  # noqa: E402
+from floe_engine.fsdp_trainer import FSDPTrainer, init_distributed  # noqa: E402
+from floe_engine.policy import build_policy  # noqa: E402
+
+QWEN3_4B = ("hf:qwen3:hidden_size=2560,num_hidden_layers=36,num_attention_heads=32,num_key_value_heads=8,"
+            "head_dim=128,intermediate_size=9728,vocab_size=151936,max_position_embeddings=40960,"
+            "rope_theta=1000000,rms_norm_eps=1e-6,tie_word_embeddings=true")
+SMOKE = ("hf:qwen3:hidden_size=64,num_hidden_layers=2,num_attention_heads=2,num_key_value_heads=1,head_dim=32,"
+         "intermediate_size=128,vocab_size=151936,max_position_embeddings=4096,tie_word_embeddings=true")
+
+
+def batch(n: int, length: int, vocab: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        ids = torch.randint(0, vocab, (length,), generator=g).tolist()
+        p = max(1, length // 10)
+        out.append({"ids": ids, "loss_mask": [0] * p + [1] * (length - p), "advantage": 1.0 if i % 2 == 0 else -1.0,
+                    "group_id": "g", "reward": float(i % 2 == 0)})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--smoke", action="store_true", help="a tiny Qwen3 on CPU, 2x256 tokens: checks the script")
+    ap.add_argument("--layouts", default="1x32768,8x4096")
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--no-activation-checkpointing", action="store_true")
+    ap.add_argument("--publish-dir", default=None, help="default: a temporary folder (deleted)")
+    a = ap.parse_args()
+    res = {"command": " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]), "host": platform.node(),
+           "torch": torch.__version__, "started_unix": time.time(), "sections": {}}
+
+    def save():
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+        with open(a.out, "w") as f:
+            json.dump(res, f, indent=1)
+
+    ctx = init_distributed("cpu" if a.smoke else "cuda")
+    dev = ctx.device
+    if dev.type == "cuda":
+        res["gpu"] = torch.cuda.get_device_name(dev)
+    layouts = ["2x256"] if a.smoke else a.layouts.split(",")
+    pub = a.publish_dir or tempfile.mkdtemp(prefix="fsdp-bench-")
+    t0 = time.perf_counter()
+    with torch.device(dev):  # random init on the device (a 4B init on the CPU takes minutes)
+        policy, _ = build_policy(SMOKE if a.smoke else QWEN3_4B, None, seed=0, device=str(dev),
+                                 dtype="fp32" if a.smoke else "bf16", for_training=True)
+    build_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    trainer = FSDPTrainer(policy, 0, pub, ctx, state_every=0, activation_checkpointing=not a.no_activation_checkpointing,
+                          lr=1e-6, publish_dtype=policy.dtype)
+    res["model"] = {"spec": SMOKE if a.smoke else QWEN3_4B, "parameters": policy.num_parameters(),
+                    "vocab_size": policy.vocab_size, "dtype": str(policy.dtype), "build_s": round(build_s, 2),
+                    "shard_s": round(time.perf_counter() - t0, 2),
+                    "activation_checkpointing": not a.no_activation_checkpointing,
+                    "memory_after_shard_bytes": torch.cuda.memory_allocated(dev) if dev.type == "cuda" else None}
+    save()
+    last_path = None
+    for layout in layouts:
+        n, length = (int(x) for x in layout.split("x"))
+        sec = res["sections"][layout] = {"samples": n, "tokens_per_sample": length, "steps": []}
+        try:
+            for step in range(a.steps):
+                samples = batch(n, length, policy.vocab_size, seed=step)
+                r = trainer.train_step(samples, {"micro_batch_tokens": n * length})
+                m = r["metrics"]
+                sec["steps"].append({k: m.get(k) for k in (
+                    "loss", "grad_norm", "train_ms", "publish_ms", "publish_breakdown", "tokens_per_s", "mfu",
+                    "peak_memory_bytes", "forward_tokens", "masked_tokens", "world_size", "skipped_step")})
+                prev = ckpt.version_dir(pub, r["version"] - 1)
+                if os.path.isdir(prev):
+                    shutil.rmtree(prev)  # the disk holds few 8 GB versions
+                last_path = r["path"]
+                s = sec["steps"][-1]
+                print(f"{layout} step {step}: train {s['train_ms'] / 1e3:.2f} s, {s['tokens_per_s']:.0f} tok/s, "
+                      f"mfu {s['mfu']}, peak {s['peak_memory_bytes'] / 2**30:.1f} GiB, "
+                      f"publish {s['publish_ms'] / 1e3:.2f} s {s['publish_breakdown']}", flush=True)
+                save()
+        except torch.cuda.OutOfMemoryError as e:
+            sec["oom"] = str(e)[:500]
+            print(f"{layout}: out of memory", flush=True)
+            torch.cuda.empty_cache()
+        except Exception:
+            sec["error"] = traceback.format_exc()[-2000:]
+            print(sec["error"], flush=True)
+        save()
+    if last_path:
+        t0 = time.perf_counter()
+        meta, sd = ckpt.load(last_path)
+        res["load"] = {"load_verify_ms": round((time.perf_counter() - t0) * 1e3, 1), "tensors": len(sd),
+                       "bytes": meta.get("bytes"), "files": sorted(meta.get("files", {}))}
+        print("load (sha256 verify + read):", res["load"], flush=True)
+        del sd
+    res["finished_unix"] = time.time()
+    save()
+    if not a.publish_dir:
+        shutil.rmtree(pub, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
