@@ -66,7 +66,7 @@ import torch.nn as nn
 from . import checkpoint as ckpt
 from . import step_metrics
 from .policy import Policy, gather_logprobs
-from .trainer import StepConfig, Trainer, normalize_samples
+from .trainer import StepConfig, Trainer, normalize_samples, torch_optimizer
 
 
 # The blocks return their K/V (views) and the root returns slices of one log-prob tensor; none
@@ -329,12 +329,7 @@ class ShardedOptimizer:
     def __init__(self, params, lr: float, betas=(0.9, 0.99), weight_decay: float = 0.0, eps: float = 1e-8,
                  kind: str = "adamw"):
         self.params = [p for p in params if p.requires_grad]
-        if kind == "adamw":
-            self.opt = torch.optim.AdamW(self.params, lr=lr, betas=betas, weight_decay=weight_decay, eps=eps)
-        elif kind == "sgd":
-            self.opt = torch.optim.SGD(self.params, lr=lr, momentum=betas[0], weight_decay=weight_decay)
-        else:
-            raise ValueError(f"unknown optimizer {kind!r}; use adamw or sgd")
+        self.opt = torch_optimizer(self.params, lr=lr, betas=betas, weight_decay=weight_decay, eps=eps, kind=kind)
         self.param_groups = self.opt.param_groups
 
     def zero_grad(self) -> None:

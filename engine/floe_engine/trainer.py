@@ -186,6 +186,16 @@ def advantages(samples: Sequence[dict], cfg: StepConfig) -> List[float]:
     return out
 
 
+def torch_optimizer(params, lr: float, betas=(0.9, 0.99), weight_decay: float = 0.0, eps: float = 1e-8,
+                    kind: str = "adamw") -> torch.optim.Optimizer:
+    """AdamW, or plain SGD with momentum ``betas[0]`` (steps scale with the gradient itself)."""
+    if kind == "adamw":
+        return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, eps=eps)
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=betas[0], weight_decay=weight_decay)
+    raise ValueError(f"unknown optimizer {kind!r}; use adamw or sgd")
+
+
 class MasterWeightsOptimizer:
     """AdamW (or SGD with momentum) over fp32 master copies of a module whose own weights may be bf16.
 
@@ -202,12 +212,7 @@ class MasterWeightsOptimizer:
         self.params = [p for p in params if p.requires_grad]
         self.mixed = any(p.dtype != torch.float32 for p in self.params)
         self.master = ([p.detach().float().clone() for p in self.params] if self.mixed else self.params)
-        if kind == "adamw":
-            self.opt = torch.optim.AdamW(self.master, lr=lr, betas=betas, weight_decay=weight_decay, eps=eps)
-        elif kind == "sgd":  # plain SGD with momentum betas[0]: steps scale with the gradient itself
-            self.opt = torch.optim.SGD(self.master, lr=lr, momentum=betas[0], weight_decay=weight_decay)
-        else:
-            raise ValueError(f"unknown optimizer {kind!r}; use adamw or sgd")
+        self.opt = torch_optimizer(self.master, lr=lr, betas=betas, weight_decay=weight_decay, eps=eps, kind=kind)
         self.param_groups = self.opt.param_groups
 
     def zero_grad(self) -> None:

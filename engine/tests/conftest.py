@@ -18,6 +18,19 @@ ENGINE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ENGINE_DIR)
 
 
+def post_json(url: str, path: str, body: Optional[dict] = None, expect: int = 200):
+    """POST ``body`` as JSON to ``url + path``; the reply's JSON, asserting its HTTP status."""
+    req = urllib.request.Request(url + path, data=json.dumps(body or {}).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            status, data = r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        status, data = e.code, e.read().decode()
+    assert status == expect, f"{path}: HTTP {status}: {data}"
+    return json.loads(data)
+
+
 class Server:
     def __init__(self, module: str, args, log_path: str):
         env = dict(os.environ, PYTHONPATH=ENGINE_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
@@ -51,15 +64,7 @@ class Server:
         return body if raw else json.loads(body)
 
     def post(self, path: str, body: Optional[dict] = None, expect: int = 200):
-        req = urllib.request.Request(self.url + path, data=json.dumps(body or {}).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=120) as r:
-                status, data = r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            status, data = e.code, e.read().decode()
-        assert status == expect, f"{path}: HTTP {status}: {data}"
-        return json.loads(data)
+        return post_json(self.url, path, body, expect)
 
     def metric(self, name: str) -> float:
         for line in self.get("/metrics", raw=True).splitlines():

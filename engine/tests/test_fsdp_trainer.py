@@ -11,13 +11,11 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 import torch
 
-from conftest import ENGINE_DIR
+from conftest import ENGINE_DIR, post_json
 
 PROMPT_A = list(b"Issue: parser crashes on empty input.\n")
 PROMPT_B = list(b"Fix the failing test in utils.py, then reply DONE.\n")
@@ -84,15 +82,7 @@ class Trainer:
         self.url = f"http://127.0.0.1:{self.ready['port']}"
 
     def post(self, path, body, expect=200):
-        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=120) as r:
-                status, data = r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            status, data = e.code, e.read().decode()
-        assert status == expect, f"{path}: HTTP {status}: {data}"
-        return json.loads(data)
+        return post_json(self.url, path, body, expect)
 
     def descendants(self):
         """Every process under the launcher (torchrun puts each rank in its own session)."""
