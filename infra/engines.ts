@@ -26,7 +26,11 @@ function startServer(s: Settings, name: string, module: string, args: string[], 
   if (!fs.existsSync(s.python.bin)) throw new Error(`${name}: ${s.python.bin} is missing; run \`floe up\` (it builds the engine environment)`);
   fs.mkdirSync(path.dirname(logFile), { recursive: true });
   const log = fs.createWriteStream(logFile, { flags: 'a' });
-  const child = spawn(s.python.bin, ['-m', module, '--port', String(port), ...args], {
+  // SIGINT ignored (inherited through exec; Python then installs no KeyboardInterrupt
+  // handler): a terminal's Ctrl-C reaches the whole process group, and the servers must not
+  // exit under the supervisor, which would restart them while the demo shuts down. The demo
+  // stops them itself; a kill of the demo's process group (SIGKILL, SIGTERM) still ends them.
+  const child = spawn('/bin/sh', ['-c', 'trap "" INT; exec "$0" "$@"', s.python.bin, '-m', module, '--port', String(port), ...args], {
     cwd: repoRoot,
     env: { ...process.env, PYTHONUNBUFFERED: '1', OMP_NUM_THREADS: '1', FLOE_ENGINE_THREADS: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],

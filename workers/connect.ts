@@ -1,6 +1,7 @@
 import { NativeConnection } from '@temporalio/worker';
 import { Connection, Client } from '@temporalio/client';
 import type { Settings } from '../infra/settings.js';
+import { installRuntimeLogger } from './logging.js';
 
 /** Connections to Temporal, with an error that says what to do when it is not there. */
 
@@ -9,6 +10,7 @@ function unreachable(s: Settings, err: unknown): Error {
 }
 
 export async function workerConnection(s: Settings): Promise<NativeConnection> {
+  installRuntimeLogger(); // before the runtime exists: floe's log lines, not the SDK's INFO stream
   try {
     return await NativeConnection.connect({ address: s.temporal.address });
   } catch (err) {

@@ -5,7 +5,6 @@ import type { Settings } from '../infra/settings.js';
 import { CONTROL_QUEUE, gpuQueue, sandboxQueue } from '../core/taskQueues.js';
 import { controlActivities, gpuActivities, sandboxActivities, startReaper } from './activities.js';
 import { workerConnection } from './connect.js';
-import { installRuntimeLogger } from './logging.js';
 
 /** Worker roles:
  *  - control: every workflow, plus the db / task / router activities;
@@ -25,7 +24,6 @@ export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
 }
 
 export async function createWorker(s: Settings, role: Role, node = 'local'): Promise<Worker | null> {
-  installRuntimeLogger();
   const connection = await workerConnection(s);
   const common = { connection, namespace: s.temporal.namespace };
   switch (role) {
