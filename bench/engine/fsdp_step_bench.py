@@ -12,9 +12,11 @@ Each layout is a 32k-token batch of random token ids (the first 10% of each sequ
 untrained prompt, the rest trained, advantages +1/-1), run as ONE micro-batch:
 ``1x32768`` one 32k-token rollout, ``8x4096`` eight 4k-token rollouts. Each layout runs two
 train steps (the first includes CUDA/cuBLAS warm-up); each step publishes the 8 GB bf16 HF
-folder (gather -> save_pretrained -> sha256), and the last published folder is loaded back
-with checkpoint.load (which verifies every sha256): publish + load = publish-to-loaded on one
-machine. The JSON is rewritten after each section, so a timeout keeps what was measured.
+folder (FSDPTrainer.publish: bf16 gather on the GPU, writer threads hashing xxh3-128 as they
+write; bench/results/fsdp_step_h200.json was measured with the earlier path: fp32 gather to
+CPU -> save_pretrained -> sha256), and the last published folder is loaded back with
+checkpoint.load (which verifies every checksum): publish + load = publish-to-loaded on one
+machine. bench/engine/publish_bench.py compares the two publish paths side by side. The JSON is rewritten after each section, so a timeout keeps what was measured.
 """
 from __future__ import annotations
 
@@ -127,7 +129,7 @@ def main() -> None:
         meta, sd = ckpt.load(last_path)
         res["load"] = {"load_verify_ms": round((time.perf_counter() - t0) * 1e3, 1), "tensors": len(sd),
                        "bytes": meta.get("bytes"), "files": sorted(meta.get("files", {}))}
-        print("load (sha256 verify + read):", res["load"], flush=True)
+        print("load (checksum verify + read):", res["load"], flush=True)
         del sd
     res["finished_unix"] = time.time()
     save()

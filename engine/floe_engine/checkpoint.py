@@ -1,6 +1,6 @@
 """Weights on disk: a version folder of safetensors plus a JSON sidecar, ``checkpoint.json``.
 
-Published layout (``format: "floe-checkpoint-2"``), one folder per version,
+Published layout (``format: "floe-checkpoint-3"``), one folder per version,
 ``<dir>/v<version>/``:
 
 * tiny policy: ``model.safetensors`` + ``checkpoint.json``;
@@ -19,10 +19,12 @@ Published layout (``format: "floe-checkpoint-2"``), one folder per version,
 
 ``checkpoint.json``: ``{format, version, config (floe's: kind, sizes, tokenizer),
 layout ("floe" | "hf"), weights (the weight files: [model.safetensors] or
-[index, shards...]), files: {relative name: {sha256, bytes}} (every file of the
+[index, shards...]), checksum ("xxh3-128", or "sha256" where the xxhash package is
+missing), files: {relative name: {xxh3_128 | sha256, bytes}} (every file of the
 folder but the sidecar itself), bytes (of the safetensors files), created_unix}``
-and, only when the weights are one file, the top-level ``sha256`` of
-``model.safetensors`` (what floe-checkpoint-1 readers check).
+and, only when the checksum is sha256 and the weights are one file, the top-level
+``sha256`` of ``model.safetensors`` (what floe-checkpoint-1 readers check).
+floe-checkpoint-2 folders (every record a sha256) still verify and load.
 
 A version folder is written under a temporary name and renamed into place, so
 a reader never sees half a folder. ``load`` reads both layouts and both formats
@@ -33,25 +35,28 @@ listed file first and naming the one that does not match.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Tuple
 
-if TYPE_CHECKING:  # torch is imported where tensors are handled: `verify` needs only hashlib
+if TYPE_CHECKING:  # torch is imported where tensors are handled: `verify` needs only the checksums
     import torch
+
+from . import checksum
 
 WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 SIDECAR = "checkpoint.json"
-FORMAT = "floe-checkpoint-2"
+FORMAT = "floe-checkpoint-3"  # files records carry the sidecar's `checksum` (xxh3-128); 2: sha256 records
+FORMAT_V2 = "floe-checkpoint-2"
 FORMAT_V1 = "floe-checkpoint-1"
 # Hugging Face's usual shard size; a folder under it has a single model.safetensors
 MAX_SHARD_BYTES = 5 * 10 ** 9
+# threads that read the pieces of the weight files (os.preadv releases the GIL)
+READ_THREADS = max(2, min(16, os.cpu_count() or 2))
 # copied from the policy's tokenizer folder when present (generation_config.json is written, not copied)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
                    "added_tokens.json", "vocab.json", "merges.txt", "tokenizer.model")
@@ -62,21 +67,7 @@ def version_dir(publish_dir: str, version: int) -> str:
 
 
 def sha256_file(path: str, chunk: int = 1 << 24) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(chunk)
-            if not b:
-                return h.hexdigest()
-            h.update(b)  # hashlib releases the GIL on large buffers
-
-
-def _hash_many(paths: List[str]) -> List[str]:
-    """sha256 of each path, a few files at a time (hashlib releases the GIL)."""
-    if len(paths) <= 1:
-        return [sha256_file(p) for p in paths]
-    with ThreadPoolExecutor(max_workers=min(8, len(paths))) as pool:
-        return list(pool.map(sha256_file, paths))
+    return checksum.digest_file(path, checksum.SHA256, chunk)
 
 
 # ------------------------------------------------------------------------------ writing
@@ -126,6 +117,10 @@ def _write_hf(folder: str, module, tensors: Dict[str, "torch.Tensor"], max_shard
     finally:
         if bar:
             hf_logging.enable_progress_bar()
+    _finish_hf_files(folder, dtype, tokenizer_dir, stop_token_ids)
+
+
+def _finish_hf_files(folder: str, dtype, tokenizer_dir: Optional[str], stop_token_ids: Optional[Iterable[int]]) -> None:
     if dtype is not None:  # config.json names the module's dtype; say what was written
         _patch_json(os.path.join(folder, "config.json"),
                     lambda c: c.update({k: _dtype_name(dtype) for k in ("dtype", "torch_dtype") if k in c}))
@@ -182,6 +177,54 @@ def _weight_names(folder: str) -> List[str]:
     return [WEIGHTS]
 
 
+def finish_folder(tmp: str, out_dir: str, version: int, config: dict, layout: str, files: Dict[str, dict],
+                  algo: str, extra: Optional[dict] = None, timings: Optional[dict] = None) -> None:
+    """Write the sidecar into the complete folder ``tmp`` (``files``: {name: {<digest key>, bytes}}
+    for every file in it) and rename it to ``out_dir`` (replacing an older one)."""
+    t0 = time.perf_counter()
+    weights = _weight_names(tmp)
+    missing = [w for w in weights if w not in files]
+    if missing:
+        raise RuntimeError(f"writing {out_dir}: expected weight files {missing} were not written")
+    meta = {"format": FORMAT, "version": int(version), "config": config, "layout": layout, "weights": weights,
+            "checksum": algo, "bytes": sum(files[w]["bytes"] for w in weights if w.endswith(".safetensors"))}
+    if weights == [WEIGHTS] and algo == checksum.SHA256:  # keep the floe-checkpoint-1 field for old readers
+        meta["sha256"] = files[WEIGHTS]["sha256"]
+    meta.update(files=dict(sorted(files.items())), created_unix=time.time())
+    if extra:
+        meta.update(extra)
+    with open(os.path.join(tmp, SIDECAR), "w") as f:
+        json.dump(meta, f, indent=1)
+    t1 = time.perf_counter()
+    if os.path.exists(out_dir):
+        shutil.rmtree(out_dir)
+    os.makedirs(os.path.dirname(out_dir) or ".", exist_ok=True)
+    os.rename(tmp, out_dir)
+    if timings is not None:
+        timings.update(sidecar_ms=round((t1 - t0) * 1e3, 1), rename_ms=round((time.perf_counter() - t1) * 1e3, 1))
+
+
+def temp_folder(out_dir: str) -> str:
+    """The name a version folder is written under before its rename."""
+    return f"{os.path.abspath(out_dir)}.tmp-{os.getpid()}-{time.monotonic_ns()}"
+
+
+def write_hf_meta(folder: str, module, dtype, tokenizer_dir: Optional[str],
+                  stop_token_ids: Optional[Iterable[int]]) -> None:
+    """The non-weight files of a Hugging Face folder, as ``_write_hf`` leaves them (config.json
+    with architectures and the published dtype, generation_config.json, tokenizer files), for
+    writers that put the safetensors there themselves (the sharded trainer)."""
+    import copy
+    cfg = copy.deepcopy(module.config)
+    cfg.architectures = [type(module).__name__]
+    cfg.dtype = dtype if dtype is not None else getattr(module, "dtype", None)  # what save_pretrained records
+    cfg.save_pretrained(folder)
+    gen = getattr(module, "generation_config", None)
+    if gen is not None and getattr(module, "can_generate", lambda: False)():
+        gen.save_pretrained(folder)
+    _finish_hf_files(folder, dtype, tokenizer_dir, stop_token_ids)
+
+
 def save(state_dict: Dict[str, "torch.Tensor"], out_dir: str, version: int, config: dict,
          dtype: Optional["torch.dtype"] = None, extra: Optional[dict] = None,
          timings: Optional[dict] = None, hf_module=None, tokenizer_dir: Optional[str] = None,
@@ -192,7 +235,8 @@ def save(state_dict: Dict[str, "torch.Tensor"], out_dir: str, version: int, conf
     With ``hf_module`` (the transformers model whose ``state_dict`` this is) the folder is a Hugging
     Face model folder (see the module docstring); ``tokenizer_dir`` is the tokenizer folder to copy
     files from and ``stop_token_ids`` go into generation_config.json. Without it: model.safetensors.
-    ``timings`` (if given) receives to_cpu_ms / write_ms / sha_ms."""
+    ``timings`` (if given) receives to_cpu_ms / write_ms / checksum_ms (a re-read of the files
+    transformers wrote; the sharded trainer's ``publish_sharded`` hashes while writing instead)."""
     from safetensors.torch import save_file
 
     t0 = time.perf_counter()
@@ -213,34 +257,18 @@ def save(state_dict: Dict[str, "torch.Tensor"], out_dir: str, version: int, conf
             save_file(tensors, os.path.join(tmp, WEIGHTS), metadata={"format": "pt", "floe_version": str(version)})
         del tensors
         t2 = time.perf_counter()
+        algo = checksum.default_algorithm()
         names = _list_files(tmp)
-        digests = _hash_many([os.path.join(tmp, n) for n in names])
-        files = {n: {"sha256": d, "bytes": os.path.getsize(os.path.join(tmp, n))} for n, d in zip(names, digests)}
-        weights = _weight_names(tmp)
-        missing = [w for w in weights if w not in files]
-        if missing:
-            raise RuntimeError(f"writing {out_dir}: expected weight files {missing} were not written")
-        meta = {"format": FORMAT, "version": int(version), "config": config,
-                "layout": "hf" if hf_module is not None else "floe", "weights": weights,
-                "bytes": sum(files[w]["bytes"] for w in weights if w.endswith(".safetensors"))}
-        if weights == [WEIGHTS]:  # one file: keep the floe-checkpoint-1 field for old readers
-            meta["sha256"] = files[WEIGHTS]["sha256"]
-        meta.update(files=files, created_unix=time.time())
+        files = {n: {checksum.RECORD_KEY[algo]: d, "bytes": os.path.getsize(os.path.join(tmp, n))}
+                 for n, d in zip(names, checksum.hash_files([os.path.join(tmp, n) for n in names], algo))}
         t3 = time.perf_counter()
-        if extra:
-            meta.update(extra)
-        with open(os.path.join(tmp, SIDECAR), "w") as f:
-            json.dump(meta, f, indent=1)
-        if os.path.exists(out_dir):
-            shutil.rmtree(out_dir)
-        os.makedirs(os.path.dirname(out_dir) or ".", exist_ok=True)
-        os.rename(tmp, out_dir)
+        finish_folder(tmp, out_dir, version, config, "hf" if hf_module is not None else "floe", files, algo, extra)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if timings is not None:
         timings.update(to_cpu_ms=round((t1 - t0) * 1e3, 1), write_ms=round((t2 - t1) * 1e3, 1),
-                       sha_ms=round((t3 - t2) * 1e3, 1))
+                       checksum_ms=round((t3 - t2) * 1e3, 1), checksum=algo)
     return published_path(out_dir)
 
 
@@ -314,10 +342,12 @@ def _weight_files(path: str) -> Tuple[str, Optional[str], List[str]]:
     return folder, None, [name]
 
 
-def _check_files(folder: str, files: Dict[str, dict], names: Optional[Iterable[str]] = None) -> Tuple[int, int]:
-    """Verify ``files`` ({name: {sha256, bytes}}, or just the listed ``names``) in ``folder``;
-    raise ValueError naming the first file that is missing or does not match."""
-    names = sorted(files) if names is None else list(names)
+def _algo(meta: dict) -> str:
+    return str(meta.get("checksum") or checksum.SHA256)  # floe-checkpoint-2 folders: sha256
+
+
+def _listed(folder: str, files: Dict[str, dict], names: Iterable[str]) -> List[str]:
+    """The paths of ``names``, each listed in ``files``, present and of the listed size."""
     paths = []
     for n in names:
         rec = files.get(n)
@@ -328,32 +358,49 @@ def _check_files(folder: str, files: Dict[str, dict], names: Optional[Iterable[s
             raise ValueError(f"{p}: listed in {SIDECAR} but missing")
         size = os.path.getsize(p)
         if rec.get("bytes") is not None and size != int(rec["bytes"]):
-            raise ValueError(f"{p}: {size} bytes but {SIDECAR} says {rec['bytes']} (sha256 not checked)")
+            raise ValueError(f"{p}: {size} bytes but {SIDECAR} says {rec['bytes']} (checksum not checked)")
         paths.append(p)
-    for p, n, got in zip(paths, names, _hash_many(paths)):
-        want = str(files[n].get("sha256", ""))
-        if got != want:
-            raise ValueError(f"{p}: sha256 {got[:12]}… does not match {SIDECAR} ({want[:12]}…)")
+    return paths
+
+
+def _check_files(folder: str, files: Dict[str, dict], names: Optional[Iterable[str]] = None,
+                 algo: str = checksum.SHA256) -> Tuple[int, int]:
+    """Verify ``files`` ({name: {xxh3_128 | sha256, bytes}}, or just the listed ``names``) in
+    ``folder``; raise ValueError naming the first file that is missing or does not match."""
+    names = sorted(files) if names is None else list(names)
+    paths = _listed(folder, files, names)
+    wants = [checksum.record_digest(files[n], algo) for n in names]
+    by_algo: Dict[str, List[int]] = {}
+    for i, (a, _) in enumerate(wants):
+        by_algo.setdefault(a, []).append(i)
+    for a, idx in by_algo.items():
+        for i, got in zip(idx, checksum.hash_files([paths[i] for i in idx], a)):
+            if got != wants[i][1]:
+                raise ValueError(f"{paths[i]}: {a} {got[:12]}… does not match {SIDECAR} ({wants[i][1][:12]}…)")
     return len(paths), sum(os.path.getsize(p) for p in paths)
 
 
-def _verify(folder: str, meta: dict, weight_names: List[str], index: Optional[str]) -> None:
+def _verify_records(folder: str, meta: dict, weight_names: List[str], index: Optional[str]) -> Optional[Dict[str, dict]]:
+    """The `files` records the weights must match (None: nothing to verify); checks every
+    weight file is listed."""
     files = meta.get("files")
     if isinstance(files, dict) and files:
         for n in ([index] if index else []) + weight_names:
             if n not in files:
                 raise ValueError(f"{os.path.join(folder, n)}: not listed in {SIDECAR} 'files'")
-        _check_files(folder, files)
-    elif meta.get("sha256"):  # floe-checkpoint-1: the one safetensors file
+        return files
+    if meta.get("sha256"):  # floe-checkpoint-1: the one safetensors file
         if index or len(weight_names) != 1:
             raise ValueError(f"{folder}: {SIDECAR} has one sha256 but the weights are sharded")
-        _check_files(folder, {weight_names[0]: {"sha256": meta["sha256"], "bytes": meta.get("bytes")}})
+        return {weight_names[0]: {"sha256": meta["sha256"], "bytes": meta.get("bytes")}}
+    return None
 
 
 def verify_folder(path: str) -> dict:
-    """Check every file ``checkpoint.json`` lists (floe-checkpoint-2) or its model.safetensors
-    sha256 (floe-checkpoint-1). -> {files, bytes}; raises ValueError naming a file that does not
-    match (or a weights file the sidecar does not list), FileNotFoundError without a sidecar."""
+    """Check every file ``checkpoint.json`` lists against its checksum (xxh3-128 or sha256, as
+    the sidecar's ``checksum`` / each record says; floe-checkpoint-1: its model.safetensors sha256).
+    -> {files, bytes}; raises ValueError naming a file that does not match (or a weights file the
+    sidecar does not list), FileNotFoundError without a sidecar."""
     folder = folder_of(path)
     side = os.path.join(folder, SIDECAR)
     if not os.path.exists(side):
@@ -366,7 +413,7 @@ def verify_folder(path: str) -> dict:
         for n in present:
             if n not in files:
                 raise ValueError(f"{os.path.join(folder, n)}: not listed in {SIDECAR} 'files'")
-        n, b = _check_files(folder, files)
+        n, b = _check_files(folder, files, algo=_algo(meta))
     elif meta.get("sha256"):
         n, b = _check_files(folder, {WEIGHTS: {"sha256": meta["sha256"], "bytes": meta.get("bytes")}})
     else:
@@ -376,11 +423,17 @@ def verify_folder(path: str) -> dict:
 
 def load(path: str, verify: bool = True, timings: Optional[dict] = None
          ) -> Tuple[dict, Dict[str, "torch.Tensor"]]:
-    """A version folder (either layout, either format) or one of its weight files -> (sidecar
+    """A version folder (either layout, any format) or one of its weight files -> (sidecar
     metadata ({} without one), state dict on CPU). With ``verify`` every file the sidecar lists is
-    checked first (floe-checkpoint-1: the sha256 of model.safetensors); a mismatch raises
-    ValueError naming the file."""
-    from safetensors.torch import load_file
+    checked (floe-checkpoint-1: the sha256 of model.safetensors); a mismatch raises ValueError
+    naming the file. Each safetensors file is read ONCE (in pieces, by ``READ_THREADS`` threads),
+    into one buffer that is hashed and then viewed as tensors (several files at a time); the small
+    files are hashed on their own.
+    ``timings`` gets read_ms (the weight files: read + checksum + views, in parallel),
+    checksum_ms (the other listed files) and checksum (the algorithm)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from . import weights_io
 
     folder, index, names = _weight_files(path)
     side = os.path.join(folder, SIDECAR)
@@ -388,13 +441,31 @@ def load(path: str, verify: bool = True, timings: Optional[dict] = None
     if os.path.exists(side):
         with open(side) as f:
             meta = json.load(f)
+    algo = _algo(meta)
     t0 = time.perf_counter()
-    if verify:
-        _verify(folder, meta, names, index)
+    records = _verify_records(folder, meta, names, index) if verify else None
+    if records is not None:
+        others = sorted(n for n in records if n not in names)
+        _listed(folder, records, names)  # sizes first: a truncated file is named before anything is read
+        _check_files(folder, records, others, algo=algo)
     t1 = time.perf_counter()
+
+    chunks = ThreadPoolExecutor(max_workers=READ_THREADS)  # the pieces of every file, read in parallel
+
+    def read(n):
+        p = os.path.join(folder, n)
+        if records is None:
+            return weights_io.read_file(p, pool=chunks)
+        a, want = checksum.record_digest(records[n], algo)
+        return weights_io.read_file(p, a, want, records[n].get("bytes"), pool=chunks)
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(names)))) as pool:
+            parts = list(pool.map(read, names))
+    finally:
+        chunks.shutdown()
     sd: Dict[str, "torch.Tensor"] = {}
-    for n in names:
-        part = load_file(os.path.join(folder, n), device="cpu")
+    for n, part in zip(names, parts):
         dup = sorted(set(part) & set(sd))
         if dup:
             raise ValueError(f"{os.path.join(folder, n)}: tensors {dup[:3]} are also in another shard")
@@ -406,7 +477,8 @@ def load(path: str, verify: bool = True, timings: Optional[dict] = None
             raise ValueError(f"{os.path.join(folder, index)}: the shards hold {len(sd)} tensors, the index lists "
                              f"{len(wanted)} (e.g. missing {sorted(wanted - set(sd))[:3]})")
     if timings is not None:
-        timings.update(sha_ms=round((t1 - t0) * 1e3, 1), read_ms=round((time.perf_counter() - t1) * 1e3, 1))
+        timings.update(checksum_ms=round((t1 - t0) * 1e3, 1), read_ms=round((time.perf_counter() - t1) * 1e3, 1),
+                       checksum=algo if records is not None else None)
     return meta, sd
 
 

@@ -17,7 +17,9 @@ class has no ``__init__`` and no state, and nothing heavier than the standard li
 imported until weights are loaded. The folder format is floe's ``checkpoint.json`` sidecar
 (floe-checkpoint-2: ``files: {name: {sha256, bytes}}`` for every file; floe-checkpoint-1: the
 ``sha256`` of ``model.safetensors``); the checks are written out here because this package must
-not import floe_engine.
+not import floe_engine. floe-checkpoint-3 folders name their checksum in the sidecar
+(``checksum: "xxh3-128"``, records ``{xxh3_128, bytes}``); checking those needs the ``xxhash``
+package in vLLM's environment (``pip install xxhash``), imported only then.
 """
 from __future__ import annotations
 
@@ -33,12 +35,36 @@ INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
 
 
-def _sha256(path: str, chunk: int = 1 << 24) -> str:
-    h = hashlib.sha256()
+RECORD_KEY = {"xxh3-128": "xxh3_128", "sha256": "sha256"}  # sidecar checksum -> key in a files record
+
+
+def _hasher(algo: str):
+    if algo == "sha256":
+        return hashlib.sha256()
+    if algo == "xxh3-128":
+        try:
+            import xxhash
+        except ImportError:
+            raise ValueError("the folder's checkpoint.json lists xxh3-128 checksums but the xxhash package is not "
+                             "installed in this environment: pip install xxhash (or pass verify=False)") from None
+        return xxhash.xxh3_128()
+    raise ValueError(f"unknown checksum {algo!r} in checkpoint.json (known: xxh3-128, sha256)")
+
+
+def _digest(path: str, algo: str, chunk: int = 1 << 24) -> str:
+    h = _hasher(algo)
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(chunk), b""):
-            h.update(block)  # releases the GIL on large blocks: files hash in parallel
+            h.update(block)  # both hashers release the GIL on large blocks: files hash in parallel
     return h.hexdigest()
+
+
+def _record(rec: dict, algo: str) -> Tuple[str, str]:
+    """A files record -> (algorithm, expected digest); the record's own key decides."""
+    for a in (algo, "xxh3-128", "sha256"):
+        if rec.get(RECORD_KEY.get(a, "")):
+            return a, str(rec[RECORD_KEY[a]])
+    return algo, ""
 
 
 def read_folder(folder: str) -> Tuple[dict, List[str], Optional[str]]:
@@ -63,7 +89,8 @@ def read_folder(folder: str) -> Tuple[dict, List[str], Optional[str]]:
 
 
 def verify_folder(folder: str, meta: Optional[dict] = None) -> Tuple[int, int]:
-    """Check the sha256 (and size) of every file ``checkpoint.json`` lists -> (files, bytes).
+    """Check the checksum (xxh3-128 or sha256, as ``checkpoint.json`` says) and size of every file
+    it lists -> (files, bytes).
     Raises ValueError naming the first file that is missing, unlisted or does not match."""
     folder = os.path.abspath(folder)
     read_meta, shards, index = read_folder(folder)
@@ -87,14 +114,15 @@ def verify_folder(folder: str, meta: Optional[dict] = None) -> Tuple[int, int]:
             raise ValueError(f"{p}: listed in {SIDECAR} but missing")
         want = files[name].get("bytes")
         if want is not None and os.path.getsize(p) != int(want):
-            raise ValueError(f"{p}: {os.path.getsize(p)} bytes but {SIDECAR} says {want} (sha256 not checked)")
+            raise ValueError(f"{p}: {os.path.getsize(p)} bytes but {SIDECAR} says {want} (checksum not checked)")
         paths.append(p)
+    algo = str(meta.get("checksum") or "sha256")
+    wants = [_record(files[name], algo) for name in names]
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(paths)))) as pool:
-        digests = list(pool.map(_sha256, paths))
-    for name, p, got in zip(names, paths, digests):
-        want = str(files[name].get("sha256", ""))
+        digests = list(pool.map(lambda pw: _digest(pw[0], pw[1][0]), zip(paths, wants)))
+    for p, (a, want), got in zip(paths, wants, digests):
         if got != want:
-            raise ValueError(f"{p}: sha256 {got[:12]}… does not match {SIDECAR} ({want[:12]}…); refusing to load")
+            raise ValueError(f"{p}: {a} {got[:12]}… does not match {SIDECAR} ({want[:12]}…); refusing to load")
     return len(paths), sum(os.path.getsize(p) for p in paths)
 
 

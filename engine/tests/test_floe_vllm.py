@@ -128,7 +128,7 @@ def test_a_bad_checksum_refuses_to_load_and_names_the_file(published, tmp_path):
     before = {k: v.clone() for k, v in hf.state_dict().items()}
     model = VllmLikeModel(hf)
     w = make_worker(model)
-    with pytest.raises(ValueError, match=f"{shard}: sha256 .* does not match checkpoint.json"):
+    with pytest.raises(ValueError, match=f"{shard}: xxh3-128 .* does not match checkpoint.json"):
         rpc(w, "floe_load_folder", folder)
     assert model.calls == 0 and all(torch.equal(v, before[k]) for k, v in hf.state_dict().items())
     with pytest.raises(ValueError, match=shard):

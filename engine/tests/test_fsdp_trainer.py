@@ -340,9 +340,12 @@ def test_hf_model_sharded_with_activation_checkpointing(launch, tmp_path):
     w = weights(tmp_path / "ws2" / "v1")
     assert max_rel_diff(w, weights(tmp_path / "ref" / "v1")) < 1e-5
     assert update_diff(w, weights(tmp_path / "ref" / "v1"), weights(tmp_path / "ref" / "v0")) < 1e-3
-    names = lambda d: sorted(os.listdir(d))  # noqa: E731
-    assert names(tmp_path / "ws2" / "v1") == names(tmp_path / "ref" / "v1")
-    assert ckpt.read_meta(str(tmp_path / "ws2" / "v1"))["weights"] == ["model.safetensors"]
+    # each rank wrote one of the two shards; the other files are the one-process trainer's
+    shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    names = lambda d: set(os.listdir(d))  # noqa: E731
+    assert names(tmp_path / "ws2" / "v1") == names(tmp_path / "ref" / "v1") - {ckpt.WEIGHTS} | {ckpt.INDEX, *shards}
+    meta = ckpt.read_meta(str(tmp_path / "ws2" / "v1"))
+    assert meta["weights"] == [ckpt.INDEX, *shards] and meta["writers"] == {shards[0]: 0, shards[1]: 1}
 
 
 @pytest.mark.parametrize("model", ["tiny", "hf"])

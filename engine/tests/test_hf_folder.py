@@ -1,8 +1,8 @@
 """Published version folders: an hf: policy publishes a Hugging Face model folder (config.json,
 generation_config.json, tokenizer files, HF-named safetensors shards + index) that transformers
-loads as is; checkpoint.json lists every file's sha256; load / verify_folder / the verify CLI
-name the file that does not match; old floe-checkpoint-1 folders still load."""
-import hashlib
+loads as is; checkpoint.json lists every file's xxh3-128 digest; load / verify_folder / the verify
+CLI name the file that does not match; old floe-checkpoint-1 folders still load (sha256 ones:
+test_publish.py)."""
 import json
 import os
 import subprocess
@@ -14,6 +14,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
 import torch  # noqa: E402
+import xxhash  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 
 from floe_engine import checkpoint as ckpt  # noqa: E402
@@ -72,16 +73,17 @@ def test_hf_policy_publishes_a_sharded_hugging_face_folder(hf_pol, bpe_dir, tmp_
         assert n in names
     assert not [n for n in names if ".tmp-" in n]
 
-    # the sidecar: floe-checkpoint-2, every other file listed with its sha256 and size
+    # the sidecar: floe-checkpoint-3, every other file listed with its xxh3-128 digest and size
     meta = ckpt.read_meta(folder)
-    assert meta["format"] == "floe-checkpoint-2" and meta["version"] == 4 and meta["layout"] == "hf"
+    assert meta["format"] == "floe-checkpoint-3" and meta["version"] == 4 and meta["layout"] == "hf"
+    assert meta["checksum"] == "xxh3-128"
     assert "sha256" not in meta  # only a single model.safetensors keeps the old top-level digest
     assert meta["config"] == pol.config_dict()
     assert sorted(meta["files"]) == sorted(n for n in names if n != ckpt.SIDECAR)
     for n, rec in meta["files"].items():
         with open(os.path.join(folder, n), "rb") as f:
             data = f.read()
-        assert rec == {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+        assert rec == {"xxh3_128": xxhash.xxh3_128(data).hexdigest(), "bytes": len(data)}
     assert meta["weights"] == [ckpt.INDEX] + shards
     assert meta["bytes"] == sum(meta["files"][s]["bytes"] for s in shards)
     assert ckpt.verify_folder(folder) == {"files": len(meta["files"]),
@@ -136,7 +138,8 @@ def test_publish_dtype_single_shard_and_qwen_tokenizer_files(tmp_path, tmp_path_
     folder = os.path.dirname(path)
     assert path.endswith(os.path.join("v0", ckpt.WEIGHTS))
     meta = ckpt.read_meta(folder)
-    assert meta["sha256"] == meta["files"][ckpt.WEIGHTS]["sha256"] and meta["weights"] == [ckpt.WEIGHTS]
+    assert meta["weights"] == [ckpt.WEIGHTS] and "xxh3_128" in meta["files"][ckpt.WEIGHTS]
+    assert "sha256" not in meta  # the floe-checkpoint-1 field is written only for a sha256 checksum
     for n in ("chat_template.jinja", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"):
         assert n in meta["files"]
         with open(os.path.join(qwen_dir, n), "rb") as a, open(os.path.join(folder, n), "rb") as b:
@@ -164,17 +167,17 @@ def test_a_flipped_byte_is_caught_naming_the_file(hf_pol, tmp_path):
     flip_byte(bad)
     for fn in (lambda: ckpt.load(folder), lambda: ckpt.load(os.path.join(folder, ckpt.INDEX)),
                lambda: ckpt.load(bad), lambda: ckpt.verify_folder(folder)):
-        with pytest.raises(ValueError, match=f"{shards[1]}: sha256 .* does not match checkpoint.json"):
+        with pytest.raises(ValueError, match=f"{shards[1]}: xxh3-128 .* does not match checkpoint.json"):
             fn()
     code, out = verify_cli(folder)
-    assert code == 1 and not out["ok"] and shards[1] in out["error"] and "sha256" in out["error"]
+    assert code == 1 and not out["ok"] and shards[1] in out["error"] and "xxh3-128" in out["error"]
     meta, sd = ckpt.load(folder, verify=False)  # asked not to check: reads what is there
     assert set(sd) == set(json.load(open(os.path.join(folder, ckpt.INDEX)))["weight_map"])
 
     # every listed file counts, not only the weights; a missing file or a truncated one is named too
     _, folder2 = publish_sharded(hf_pol, tmp_path / "b", 2)
     flip_byte(os.path.join(folder2, "tokenizer.json"), 0.5)
-    with pytest.raises(ValueError, match="tokenizer.json: sha256"):
+    with pytest.raises(ValueError, match="tokenizer.json: xxh3-128"):
         ckpt.load(folder2)
     _, folder3 = publish_sharded(hf_pol, tmp_path / "c", 3)
     os.remove(os.path.join(folder3, "config.json"))
@@ -194,8 +197,8 @@ def test_tiny_policy_keeps_one_file_now_with_files(tmp_path):
     assert path.endswith(os.path.join("v5", ckpt.WEIGHTS)) and sorted(os.listdir(folder)) == [ckpt.SIDECAR,
                                                                                               ckpt.WEIGHTS]
     meta = ckpt.read_meta(path)
-    assert meta["format"] == "floe-checkpoint-2" and meta["layout"] == "floe"
-    assert list(meta["files"]) == [ckpt.WEIGHTS] and meta["sha256"] == meta["files"][ckpt.WEIGHTS]["sha256"]
+    assert meta["format"] == "floe-checkpoint-3" and meta["layout"] == "floe" and meta["checksum"] == "xxh3-128"
+    assert list(meta["files"]) == [ckpt.WEIGHTS] and set(meta["files"][ckpt.WEIGHTS]) == {"xxh3_128", "bytes"}
     assert meta["bytes"] == os.path.getsize(path)
     assert ckpt.verify_folder(folder) == {"files": 1, "bytes": os.path.getsize(path)}
     loaded, v = build_policy("tiny", folder)
@@ -253,5 +256,5 @@ def test_engine_loads_sharded_and_old_folders(start_server, hf_pol, bpe_dir, tmp
     assert eng.post("/v1/completions", body)["choices"][0]["weight_versions"] == [2] * 5
     flip_byte(os.path.join(v1, sorted(n for n in os.listdir(v1) if n.endswith(".safetensors"))[0]))
     err = eng.post("/collective_rpc", {"method": "floe_load_folder", "args": [v1]}, expect=400)
-    assert "model-00001-of-" in err["error"]["message"] and "sha256" in err["error"]["message"]
+    assert "model-00001-of-" in err["error"]["message"] and "xxh3-128" in err["error"]["message"]
     assert eng.get("/health")["version"] == 2  # the bad folder changed nothing

@@ -91,13 +91,14 @@ def test_checkpoint_round_trip_and_sha(tmp_path):
     path = ckpt.publish(pol.state_dict(), str(tmp_path), 3, pol.config_dict())
     assert path.endswith("v3/model.safetensors")
     meta = ckpt.read_meta(path)
-    assert meta["version"] == 3 and meta["config"]["kind"] == "tiny" and len(meta["sha256"]) == 64
+    assert meta["version"] == 3 and meta["config"]["kind"] == "tiny" and meta["checksum"] == "xxh3-128"
+    assert len(meta["files"]["model.safetensors"]["xxh3_128"]) == 32
     loaded, version = build_policy("tiny", str(tmp_path / "v3"))
     assert version == 3 and loaded.weights_digest() == pol.weights_digest()
     with open(path, "r+b") as f:  # corrupt one byte near the end
         f.seek(-3, 2)
         f.write(b"\x00\x01\x02")
-    with pytest.raises(ValueError, match="sha256"):
+    with pytest.raises(ValueError, match="xxh3-128 .* does not match"):
         ckpt.load(path)
 
 
