@@ -373,7 +373,9 @@ for p in ${JSON.stringify(paths)}:
 
 describe('a hostile sandbox: each hazard is stopped and reported, beside a working sandbox', () => {
   chaosCase('hostile-sandbox', 'a fork bomb hits the pids limit and is cleaned up', async () => {
-    const { result, facts } = await contained(':(){ :|:& };:', 4);
+    // every process forks in a loop, so the bomb cannot die out by itself before the limit
+    // (the classic `:(){ :|:& };:` sometimes did, its exec ending at once with exit 0: CI, 2026-12-03)
+    const { result, facts } = await contained('f(){ while :; do f & done; }; f', 4);
     expect(result).toMatchObject({ killedReason: 'pids', timedOut: true, exitCode: 137 });
     expect(result.output).toMatch(/Resource temporarily unavailable/);
     return { detail: `pids limit ${limits.pidsLimit}: forks refused, killed at the 4 s timeout (killedReason pids, exit 137), every process gone`, facts: { ...facts, pidsPeak: pidsPeak(A) } };
