@@ -90,7 +90,10 @@ describe('floe demo, killed and run again', () => {
     const runId = await until('the run to start', first, 240_000, () => /^run (\S+)$/m.exec(text(first))?.[1]);
     testRunIds.push(runId);
     expect(text(first)).not.toContain('resuming run'); // a fresh run (an earlier attempt's is ended by its cleanup)
-    const firstStart = (await db.query<{ started_at: Date }>('select started_at from runs where run_id = $1', [runId])).rows[0]?.started_at ?? new Date();
+    // the runs row is written by the run workflow's first activity, after the demo prints the id:
+    // wait for it (a fallback of "now" once made the later query miss the row by its own start)
+    const firstStart = await until('the runs row', first, 120_000, async () =>
+      (await db.query<{ started_at: Date }>('select started_at from runs where run_id = $1', [runId])).rows[0]?.started_at);
     await until('the first weight update', first, 180_000, async () => {
       const r = await db.query<{ n: number }>('select count(*)::int as n from policy_versions where run_id = $1 and version >= 1', [runId]);
       return r.rows[0].n >= 1 ? true : null;
