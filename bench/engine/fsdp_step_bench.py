@@ -21,30 +21,21 @@ machine. bench/engine/publish_bench.py compares the two publish paths side by si
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
 import time
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "engine"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_record import QWEN3_4B, SMOKE, Record  # noqa: E402  (puts engine/ on the path)
 
 import torch  # noqa: E402
 
 from floe_engine import checkpoint as ckpt  # noqa: E402
-from floe_engine.fsdp_trainer import FSDPTrainer, init_distributed  # noqa: E402
+from floe_engine.fsdp_trainer import FSDPTrainer  # noqa: E402
 from floe_engine.policy import build_policy  # noqa: E402
-
-QWEN3_4B = ("hf:qwen3:hidden_size=2560,num_hidden_layers=36,num_attention_heads=32,num_key_value_heads=8,"
-            "head_dim=128,intermediate_size=9728,vocab_size=151936,max_position_embeddings=40960,"
-            "rope_theta=1000000,rms_norm_eps=1e-6,tie_word_embeddings=true")
-SMOKE = ("hf:qwen3:hidden_size=64,num_hidden_layers=2,num_attention_heads=2,num_key_value_heads=1,head_dim=32,"
-         "intermediate_size=128,vocab_size=151936,max_position_embeddings=4096,tie_word_embeddings=true")
 
 
 def batch(n: int, length: int, vocab: int, seed: int):
@@ -67,18 +58,10 @@ def main() -> None:
     ap.add_argument("--no-activation-checkpointing", action="store_true")
     ap.add_argument("--publish-dir", default=None, help="default: a temporary folder (deleted)")
     a = ap.parse_args()
-    res = {"command": " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]), "host": platform.node(),
-           "torch": torch.__version__, "started_unix": time.time(), "sections": {}}
-
-    def save():
-        os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-        with open(a.out, "w") as f:
-            json.dump(res, f, indent=1)
-
-    ctx = init_distributed("cpu" if a.smoke else "cuda")
+    res = Record(a.out, sections={})
+    save = res.save
+    ctx = res.open_device(a.smoke)
     dev = ctx.device
-    if dev.type == "cuda":
-        res["gpu"] = torch.cuda.get_device_name(dev)
     layouts = ["2x256"] if a.smoke else a.layouts.split(",")
     pub = a.publish_dir or tempfile.mkdtemp(prefix="fsdp-bench-")
     t0 = time.perf_counter()
@@ -131,8 +114,7 @@ def main() -> None:
                        "bytes": meta.get("bytes"), "files": sorted(meta.get("files", {}))}
         print("load (checksum verify + read):", res["load"], flush=True)
         del sd
-    res["finished_unix"] = time.time()
-    save()
+    res.finish()
     if not a.publish_dir:
         shutil.rmtree(pub, ignore_errors=True)
 

@@ -31,26 +31,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
 import time
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "engine"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_record import QWEN3_4B, SMOKE, Record  # noqa: E402  (puts engine/ on the path)
 
 import torch  # noqa: E402
 
 from floe_engine import checkpoint as ckpt  # noqa: E402
 from floe_engine import weight_broadcast as wb  # noqa: E402
-from floe_engine.fsdp_trainer import FSDPTrainer, init_distributed, publish_entries  # noqa: E402
+from floe_engine.fsdp_trainer import FSDPTrainer, publish_entries  # noqa: E402
 from floe_engine.policy import build_policy  # noqa: E402
-
-sys.path.insert(0, HERE)
-from fsdp_step_bench import QWEN3_4B, SMOKE  # noqa: E402
 
 
 def sync(dev):
@@ -165,24 +160,10 @@ def main() -> None:
     ap.add_argument("--bucket-bytes", type=int, default=1 << 30)
     ap.add_argument("--publish-dir", default=None, help="default: a temporary folder (deleted)")
     a = ap.parse_args()
-    res = {"command": " ".join(["python3", os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]), "host": platform.node(),
-           "torch": torch.__version__, "started_unix": time.time(), "old": [], "new": []}
-    try:
-        import transformers
-        res["transformers"] = transformers.__version__
-    except ImportError:
-        pass
-
-    def save():
-        os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-        with open(a.out, "w") as f:
-            json.dump(res, f, indent=1)
-
-    ctx = init_distributed("cpu" if a.smoke else "cuda")
+    res = Record(a.out, old=[], new=[])
+    save = res.save
+    ctx = res.open_device(a.smoke)
     dev = ctx.device
-    if dev.type == "cuda":
-        res["gpu"] = torch.cuda.get_device_name(dev)
-    res["cpu_count"] = os.cpu_count()
     spec = SMOKE if a.smoke else QWEN3_4B
     pub = a.publish_dir or tempfile.mkdtemp(prefix="publish-bench-")
     t0 = time.perf_counter()
@@ -238,8 +219,7 @@ def main() -> None:
     except Exception:
         res["refit_local"] = {"error": traceback.format_exc()[-3000:]}
     print("refit_local", json.dumps(res["refit_local"]), flush=True)
-    res["finished_unix"] = time.time()
-    save()
+    res.finish()
     if not a.publish_dir:
         shutil.rmtree(pub, ignore_errors=True)
 

@@ -1,0 +1,62 @@
+"""What the FSDP2 benchmarks of bench/engine share: the model shapes they build and their
+results file.
+
+The record holds the command (as typed, for the README), host and versions, and is rewritten
+after every measurement (``save``), so a run cut short by the device's time limit keeps what it
+measured. ``open_device`` makes the one-process group the trainer needs and notes the GPU.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+if os.path.join(REPO, "engine") not in sys.path:
+    sys.path.insert(0, os.path.join(REPO, "engine"))
+
+import torch  # noqa: E402
+
+from floe_engine.fsdp_trainer import DistContext, init_distributed  # noqa: E402
+
+# Qwen3-4B's shape with the real 151,936-id vocabulary (random init), and a tiny one for a CPU check
+QWEN3_4B = ("hf:qwen3:hidden_size=2560,num_hidden_layers=36,num_attention_heads=32,num_key_value_heads=8,"
+            "head_dim=128,intermediate_size=9728,vocab_size=151936,max_position_embeddings=40960,"
+            "rope_theta=1000000,rms_norm_eps=1e-6,tie_word_embeddings=true")
+SMOKE = ("hf:qwen3:hidden_size=64,num_hidden_layers=2,num_attention_heads=2,num_key_value_heads=1,head_dim=32,"
+         "intermediate_size=128,vocab_size=151936,max_position_embeddings=4096,tie_word_embeddings=true")
+
+
+class Record(dict):
+    """The benchmark's JSON, written to ``out`` by every ``save``."""
+
+    def __init__(self, out: str, **fields: Any) -> None:
+        super().__init__(command=" ".join(["python3", os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]),
+                         host=platform.node(), torch=torch.__version__, started_unix=time.time(), **fields)
+        self.out = out
+        try:
+            import transformers
+            self["transformers"] = transformers.__version__
+        except ImportError:
+            pass
+
+    def save(self) -> None:
+        os.makedirs(os.path.dirname(os.path.abspath(self.out)), exist_ok=True)
+        with open(self.out, "w") as f:
+            json.dump(self, f, indent=1)
+
+    def finish(self) -> None:
+        self["finished_unix"] = time.time()
+        self.save()
+
+    def open_device(self, smoke: bool) -> DistContext:
+        """The trainer's process group (gloo on CPU for --smoke, NCCL on the GPU)."""
+        ctx = init_distributed("cpu" if smoke else "cuda")
+        if ctx.device.type == "cuda":
+            self["gpu"] = torch.cuda.get_device_name(ctx.device)
+        self["cpu_count"] = os.cpu_count()
+        return ctx

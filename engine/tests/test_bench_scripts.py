@@ -1,0 +1,43 @@
+"""The GPU benchmarks under bench/engine still run: each one's ``--smoke`` (a two-layer Qwen3 with
+the real vocabulary, on CPU, gloo) writes its JSON with every section measured and no error, so a
+change to the trainer or the checkpoint format cannot leave them broken until the next GPU
+session finds out."""
+import json
+import os
+import subprocess
+import sys
+
+from conftest import ENGINE_DIR
+
+BENCH = os.path.join(os.path.dirname(ENGINE_DIR), "bench", "engine")
+
+
+def run_smoke(script, tmp_path):
+    out = tmp_path / f"{script}.json"
+    p = subprocess.run([sys.executable, os.path.join(BENCH, script), "--smoke", "--out", str(out)],
+                       env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:]
+    res = json.loads(out.read_text())
+    assert res["command"].startswith(f"python3 bench/engine/{script} --smoke")
+    assert "finished_unix" in res
+    return res
+
+
+def test_fsdp_step_bench_smoke(tmp_path):
+    res = run_smoke("fsdp_step_bench.py", tmp_path)
+    steps = res["sections"]["2x256"]["steps"]
+    assert len(steps) == 2 and "error" not in res["sections"]["2x256"]
+    assert all(s["tokens_per_s"] > 0 and s["publish_ms"] > 0 for s in steps)
+    assert res["load"]["tensors"] > 0
+
+
+def test_publish_bench_smoke(tmp_path):
+    res = run_smoke("publish_bench.py", tmp_path)
+    assert [r["version"] for r in res["old"] + res["new"]] == [1, 2, 3, 4]
+    for row in res["old"] + res["new"]:
+        assert "error" not in row, row.get("error")
+        assert row["engine_max_abs_diff_vs_trainer"] == 0.0  # the engine holds exactly the trainer's weights
+    assert [r["checksum"] for r in res["old"] + res["new"]] == ["sha256", "xxh3-128", "xxh3-128", "xxh3-128"]
+    assert "error" not in res["refit_local"] and res["refit_local"]["engine_max_abs_diff_vs_trainer"] == 0.0
+
