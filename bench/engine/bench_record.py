@@ -31,6 +31,27 @@ SMOKE = ("hf:qwen3:hidden_size=64,num_hidden_layers=2,num_attention_heads=2,num_
          "intermediate_size=128,vocab_size=151936,max_position_embeddings=4096,tie_word_embeddings=true")
 
 
+# Qwen3.5-4B's text model (the published config.json's text_config; random init): 32 layers, every
+# fourth full attention (16 query / 4 KV heads of 256, output gate, RoPE on a quarter of each head)
+# and the rest gated-delta-net linear attention (16 key / 32 value heads of 128, conv kernel 4),
+# MLP 9216, tied embeddings, the real 248,320-id vocabulary. Without flash-linear-attention (not
+# on the GPU machine) transformers runs its torch reference kernels for the linear layers.
+QWEN35_4B = ("hf:qwen3_5_text:hidden_size=2560,num_hidden_layers=32,num_attention_heads=16,num_key_value_heads=4,"
+             "head_dim=256,intermediate_size=9216,linear_num_key_heads=16,linear_num_value_heads=32,"
+             "linear_key_head_dim=128,linear_value_head_dim=128,linear_conv_kernel_dim=4,vocab_size=248320,"
+             "max_position_embeddings=262144,rms_norm_eps=1e-6,tie_word_embeddings=true")
+SMOKE35 = ("hf:qwen3_5_text:hidden_size=64,num_hidden_layers=4,num_attention_heads=2,num_key_value_heads=1,head_dim=32,"
+           "intermediate_size=128,linear_num_key_heads=2,linear_num_value_heads=4,linear_key_head_dim=16,"
+           "linear_value_head_dim=16,vocab_size=248320,max_position_embeddings=4096,tie_word_embeddings=true")
+MODELS = {"qwen3-4b": (QWEN3_4B, SMOKE), "qwen3.5-4b": (QWEN35_4B, SMOKE35)}
+
+
+def model_spec(name: str, smoke: bool) -> str:
+    """The spec of --model NAME (its tiny variant for --smoke)."""
+    full, tiny = MODELS[name]
+    return tiny if smoke else full
+
+
 class Record(dict):
     """The benchmark's JSON, written to ``out`` by every ``save``."""
 
@@ -38,11 +59,11 @@ class Record(dict):
         super().__init__(command=" ".join(["python3", os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]),
                          host=platform.node(), torch=torch.__version__, started_unix=time.time(), **fields)
         self.out = out
-        try:
-            import transformers
-            self["transformers"] = transformers.__version__
-        except ImportError:
-            pass
+        for pkg in ("transformers", "fla"):  # fla: flash-linear-attention's kernels, when installed
+            try:
+                self[pkg] = __import__(pkg).__version__
+            except ImportError:
+                self[pkg] = None
 
     def save(self) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(self.out)), exist_ok=True)

@@ -1,6 +1,7 @@
-"""One FSDP2 train step of a Qwen3-4B-shaped model (random init, real vocabulary) on one GPU.
+"""One FSDP2 train step of a Qwen3-4B- or Qwen3.5-4B-shaped model (random init, real vocabulary) on one GPU.
 
     python3 bench/engine/fsdp_step_bench.py --out $OUT/fsdp_step_h200.json          # one H200
+    python3 bench/engine/fsdp_step_bench.py --model qwen3.5-4b --out $OUT/fsdp_step_h200_qwen3.5.json
     .floe/venv/bin/python bench/engine/fsdp_step_bench.py --smoke --out /tmp/s.json   # CPU check
 
 The trainer is floe_engine.fsdp_trainer.FSDPTrainer at world size 1 (a one-process gloo/NCCL
@@ -29,7 +30,7 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_record import QWEN3_4B, SMOKE, Record  # noqa: E402  (puts engine/ on the path)
+from bench_record import MODELS, Record, model_spec  # noqa: E402  (puts engine/ on the path)
 
 import torch  # noqa: E402
 
@@ -52,6 +53,7 @@ def batch(n: int, length: int, vocab: int, seed: int):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--model", choices=sorted(MODELS), default="qwen3-4b", help="the model shape (bench_record.py)")
     ap.add_argument("--smoke", action="store_true", help="a tiny Qwen3 on CPU, 2x256 tokens: checks the script")
     ap.add_argument("--layouts", default="1x32768,8x4096")
     ap.add_argument("--steps", type=int, default=2)
@@ -66,13 +68,13 @@ def main() -> None:
     pub = a.publish_dir or tempfile.mkdtemp(prefix="fsdp-bench-")
     t0 = time.perf_counter()
     with torch.device(dev):  # random init on the device (a 4B init on the CPU takes minutes)
-        policy, _ = build_policy(SMOKE if a.smoke else QWEN3_4B, None, seed=0, device=str(dev),
+        policy, _ = build_policy(model_spec(a.model, a.smoke), None, seed=0, device=str(dev),
                                  dtype="fp32" if a.smoke else "bf16", for_training=True)
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     trainer = FSDPTrainer(policy, 0, pub, ctx, state_every=0, activation_checkpointing=not a.no_activation_checkpointing,
                           lr=1e-6, publish_dtype=policy.dtype)
-    res["model"] = {"spec": SMOKE if a.smoke else QWEN3_4B, "parameters": policy.num_parameters(),
+    res["model"] = {"spec": model_spec(a.model, a.smoke), "parameters": policy.num_parameters(),
                     "vocab_size": policy.vocab_size, "dtype": str(policy.dtype), "build_s": round(build_s, 2),
                     "shard_s": round(time.perf_counter() - t0, 2),
                     "activation_checkpointing": not a.no_activation_checkpointing,

@@ -38,7 +38,7 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_record import QWEN3_4B, SMOKE, Record  # noqa: E402  (puts engine/ on the path)
+from bench_record import MODELS, Record, model_spec  # noqa: E402  (puts engine/ on the path)
 
 import torch  # noqa: E402
 
@@ -154,6 +154,7 @@ def check_same(engine, trainer) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--model", choices=sorted(MODELS), default="qwen3-4b", help="the model shape (bench_record.py)")
     ap.add_argument("--smoke", action="store_true", help="a tiny Qwen3 on CPU: checks the script")
     ap.add_argument("--old-repeats", type=int, default=1)
     ap.add_argument("--new-repeats", type=int, default=3)
@@ -164,7 +165,7 @@ def main() -> None:
     save = res.save
     ctx = res.open_device(a.smoke)
     dev = ctx.device
-    spec = SMOKE if a.smoke else QWEN3_4B
+    spec = model_spec(a.model, a.smoke)
     pub = a.publish_dir or tempfile.mkdtemp(prefix="publish-bench-")
     t0 = time.perf_counter()
     with torch.device(dev):

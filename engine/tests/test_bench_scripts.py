@@ -7,33 +7,41 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ENGINE_DIR
 
 BENCH = os.path.join(os.path.dirname(ENGINE_DIR), "bench", "engine")
 
 
-def run_smoke(script, tmp_path):
+MODELS = ["qwen3-4b", "qwen3.5-4b"]  # bench_record.MODELS: the second has linear-attention layers
+
+
+def run_smoke(script, model, tmp_path):
     out = tmp_path / f"{script}.json"
-    p = subprocess.run([sys.executable, os.path.join(BENCH, script), "--smoke", "--out", str(out)],
+    p = subprocess.run([sys.executable, os.path.join(BENCH, script), "--model", model, "--smoke", "--out", str(out)],
                        env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-3000:]
     res = json.loads(out.read_text())
-    assert res["command"].startswith(f"python3 bench/engine/{script} --smoke")
+    assert res["command"].startswith(f"python3 bench/engine/{script} --model {model} --smoke")
+    assert ("qwen3_5_text" in res["model"]["spec"]) == (model == "qwen3.5-4b")
     assert "finished_unix" in res
     return res
 
 
-def test_fsdp_step_bench_smoke(tmp_path):
-    res = run_smoke("fsdp_step_bench.py", tmp_path)
+@pytest.mark.parametrize("model", MODELS)
+def test_fsdp_step_bench_smoke(model, tmp_path):
+    res = run_smoke("fsdp_step_bench.py", model, tmp_path)
     steps = res["sections"]["2x256"]["steps"]
     assert len(steps) == 2 and "error" not in res["sections"]["2x256"]
     assert all(s["tokens_per_s"] > 0 and s["publish_ms"] > 0 for s in steps)
     assert res["load"]["tensors"] > 0
 
 
-def test_publish_bench_smoke(tmp_path):
-    res = run_smoke("publish_bench.py", tmp_path)
+@pytest.mark.parametrize("model", MODELS)
+def test_publish_bench_smoke(model, tmp_path):
+    res = run_smoke("publish_bench.py", model, tmp_path)
     assert [r["version"] for r in res["old"] + res["new"]] == [1, 2, 3, 4]
     for row in res["old"] + res["new"]:
         assert "error" not in row, row.get("error")
