@@ -15,8 +15,10 @@ publishing reads the same sharded parameters whatever the step did. Sections:
 * ``new``: ``FSDPTrainer.publish`` (= ``publish_sharded``: bf16 gather on the GPU, pinned
   device-to-host copies, writer threads hashing xxh3-128 as they write, index + sidecar +
   rename), repeated (the first pays the one-time pinned-buffer allocation), and its engine
-  side: ``checkpoint.load`` (one read per file, hashed in memory, tensors as views) then the
-  same copy into the GPU model.
+  side as the reference engine runs it: ``checkpoint.load`` (one read per file, hashed in
+  memory, tensors as views) into page-locked buffers kept between loads (on a GPU; the first
+  load pins them), then the copy into the GPU model; ``engine_load_pageable`` is the same load
+  into fresh pageable buffers (the engine's path before), timed right after it for comparison.
 * ``refit_local``: the NCCL path's GPU work on one GPU — gather the bf16 tensors, pack them into
   1 GiB buckets (weight_broadcast's layout), one device-to-device copy of each bucket standing in
   for the NCCL broadcast (HBM bandwidth, NOT NVLink: one GPU cannot run a two-rank NCCL group),
@@ -44,6 +46,7 @@ import torch  # noqa: E402
 
 from floe_engine import checkpoint as ckpt  # noqa: E402
 from floe_engine import weight_broadcast as wb  # noqa: E402
+from floe_engine import weights_io  # noqa: E402
 from floe_engine.fsdp_trainer import FSDPTrainer, publish_entries  # noqa: E402
 from floe_engine.policy import build_policy  # noqa: E402
 
@@ -76,10 +79,10 @@ def old_engine_load(folder: str, engine, dev) -> dict:
     return {"verify_ms": verify, "read_ms": read, "to_gpu_ms": ms(t2), "total_ms": ms(t0)}
 
 
-def new_engine_load(folder: str, engine, dev) -> dict:
+def new_engine_load(folder: str, engine, dev, buffers=None) -> dict:
     t0 = time.perf_counter()
     tm: dict = {}
-    _, sd = ckpt.load(folder, timings=tm)
+    _, sd = ckpt.load(folder, timings=tm, buffers=buffers)
     read = ms(t0)
     t2 = time.perf_counter()
     engine.load_state_dict(sd)
@@ -176,6 +179,7 @@ def main() -> None:
                     "publish_dtype": "bfloat16", "build_s": round(time.perf_counter() - t0, 2)}
     save()
     version = 0
+    pinned = weights_io.PinnedBuffers() if dev.type == "cuda" else None  # as the engine keeps them
 
     def run(kind, fn, env_checksum):
         nonlocal version
@@ -196,7 +200,11 @@ def main() -> None:
             row["files"] = sorted(meta["files"])
             row["bytes"] = meta["bytes"]
             row["checksum"] = meta.get("checksum", "sha256")
-            row["engine_load"] = (old_engine_load if kind == "old" else new_engine_load)(folder, engine, dev)
+            if kind == "old":
+                row["engine_load"] = old_engine_load(folder, engine, dev)
+            else:
+                row["engine_load"] = new_engine_load(folder, engine, dev, pinned)
+                row["engine_load_pageable"] = new_engine_load(folder, engine, dev)
             row["publish_to_loaded_ms"] = round(row["publish_ms"] + row["engine_load"]["total_ms"], 1)
             row["engine_max_abs_diff_vs_trainer"] = check_same(engine, trainer)
             shutil.rmtree(folder, ignore_errors=True)

@@ -421,7 +421,7 @@ def verify_folder(path: str) -> dict:
     return {"files": n, "bytes": b}
 
 
-def load(path: str, verify: bool = True, timings: Optional[dict] = None
+def load(path: str, verify: bool = True, timings: Optional[dict] = None, buffers=None
          ) -> Tuple[dict, Dict[str, "torch.Tensor"]]:
     """A version folder (either layout, any format) or one of its weight files -> (sidecar
     metadata ({} without one), state dict on CPU). With ``verify`` every file the sidecar lists is
@@ -430,7 +430,8 @@ def load(path: str, verify: bool = True, timings: Optional[dict] = None
     into one buffer that is hashed and then viewed as tensors (several files at a time); the small
     files are hashed on their own.
     ``timings`` gets read_ms (the weight files: read + checksum + views, in parallel),
-    checksum_ms (the other listed files) and checksum (the algorithm)."""
+    checksum_ms (the other listed files) and checksum (the algorithm). ``buffers``
+    (``weights_io.PinnedBuffers``): the files are read into its buffers, by file name."""
     from concurrent.futures import ThreadPoolExecutor
 
     from . import weights_io
@@ -454,10 +455,11 @@ def load(path: str, verify: bool = True, timings: Optional[dict] = None
 
     def read(n):
         p = os.path.join(folder, n)
+        into = (lambda size: buffers.get(n, size)) if buffers is not None else None
         if records is None:
-            return weights_io.read_file(p, pool=chunks)
+            return weights_io.read_file(p, pool=chunks, into=into)
         a, want = checksum.record_digest(records[n], algo)
-        return weights_io.read_file(p, a, want, records[n].get("bytes"), pool=chunks)
+        return weights_io.read_file(p, a, want, records[n].get("bytes"), pool=chunks, into=into)
 
     try:
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(names)))) as pool:

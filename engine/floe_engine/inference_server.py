@@ -20,6 +20,7 @@ import torch
 
 from . import checkpoint as ckpt
 from . import tokenizer
+from . import weights_io
 from .httpserve import HTTPError, make_server, prometheus
 from .logprobs import score_samples
 from .policy import build_policy, check_tokenizer
@@ -96,6 +97,10 @@ class InferenceServer:
         self.holding = False
         self.pause_lock = threading.Lock()  # one pause / resume at a time, in order
         self.rpc_methods = {"floe_load_folder": self.floe_load_folder, "floe_ping": self.floe_ping}
+        # on a GPU, a published folder is read into page-locked buffers kept between updates (the
+        # copy to the GPU runs ~3x faster than from pageable memory); one load at a time uses them
+        self.read_buffers = weights_io.PinnedBuffers() if engine.policy.device.type == "cuda" else None
+        self.load_lock = threading.Lock()
 
     # POST /v1/completions
     def completions(self, body: dict, headers: Dict[str, str]) -> dict:
@@ -138,16 +143,18 @@ class InferenceServer:
         tokens are stamped with the new version although they were conditioned on stale state."""
         t0 = time.perf_counter()
         timings: dict = {}
-        meta, sd = ckpt.load(path, verify=verify, timings=timings)
-        check_tokenizer(meta, self.tokenizer, f"checkpoint {path}")
-        if version is None or version == "":
-            version = meta.get("version")
-        if version is None:
-            raise ValueError("no version given and the checkpoint sidecar has none")
-        if meta.get("version") is not None and int(meta["version"]) != int(version):
-            raise ValueError(f"asked for version {version} but {path} holds version {meta['version']}")
-        files = meta.get("files") if isinstance(meta.get("files"), dict) else None
-        rebuilt = self.engine.update_weights(sd, int(version), timings, keep_cache=keep_cache)
+        with self.load_lock:  # the state dict is views into read_buffers until the swap has copied it
+            meta, sd = ckpt.load(path, verify=verify, timings=timings, buffers=self.read_buffers)
+            check_tokenizer(meta, self.tokenizer, f"checkpoint {path}")
+            if version is None or version == "":
+                version = meta.get("version")
+            if version is None:
+                raise ValueError("no version given and the checkpoint sidecar has none")
+            if meta.get("version") is not None and int(meta["version"]) != int(version):
+                raise ValueError(f"asked for version {version} but {path} holds version {meta['version']}")
+            files = meta.get("files") if isinstance(meta.get("files"), dict) else None
+            rebuilt = self.engine.update_weights(sd, int(version), timings, keep_cache=keep_cache)
+            del sd
         return {"version": int(version), "load_ms": round((time.perf_counter() - t0) * 1e3, 2),
                 "files": len(files) if files else 1,
                 "bytes": sum(int(f.get("bytes") or 0) for f in files.values()) if files else meta.get("bytes"),

@@ -109,9 +109,15 @@ class Policy:
         unexpected = [k for k in sd if k not in own]
         if missing or unexpected:
             raise ValueError(f"checkpoint does not fit this model: missing {missing[:5]}, unexpected {unexpected[:5]}")
+        pinned = False
         with torch.no_grad():
             for k, v in sd.items():
-                own[k].copy_(v.to(own[k].dtype))
+                # from page-locked memory the copies to the GPU are queued, then waited for once
+                async_copy = v.device.type == "cpu" and own[k].device.type == "cuda" and v.is_pinned()
+                own[k].copy_(v.to(own[k].dtype), non_blocking=async_copy)
+                pinned |= async_copy
+        if pinned:  # the caller may reuse the source buffers once this returns
+            torch.cuda.current_stream().synchronize()
 
     def tied_names(self) -> List[str]:
         return []

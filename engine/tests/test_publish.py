@@ -114,6 +114,53 @@ def test_sharded_folder_is_a_hugging_face_folder(published):
         assert f.metadata() == {"format": "pt"} and len(list(f.keys())) > 0
 
 
+class ReusedBuffers:
+    """weights_io.PinnedBuffers' contract on CPU (pinning needs CUDA): one buffer per file name,
+    kept between loads, a larger one made when a file grows."""
+
+    def __init__(self):
+        self.bufs = {}
+        self.made = 0
+
+    def get(self, key, size):
+        if key not in self.bufs or self.bufs[key].numel() < size:
+            self.bufs[key] = torch.empty(size, dtype=torch.uint8)
+            self.made += 1
+        return self.bufs[key][:size]
+
+
+def test_loads_into_kept_buffers_give_each_versions_tensors(published):
+    """The engine reads every update into the same buffers (pinned on a GPU): a second load of
+    another folder with the same file names reuses them and holds that folder's tensors."""
+    from floe_engine import checkpoint as ckpt
+    bufs = ReusedBuffers()
+    (f1, _), (f2, _) = published["ws1"], published["ws2"]
+    _, want1 = tensors(f1)
+    _, sd1 = ckpt.load(str(f1), buffers=bufs)
+    assert bufs.made == 1 and all(torch.equal(sd1[k], want1[k]) for k in want1)
+    ptr = bufs.bufs[ckpt.WEIGHTS].data_ptr()
+    copies = {k: v.clone() for k, v in sd1.items()}
+    # the same file name again (a later version): the buffer is reused, nothing new is made
+    some = next(k for k, v in copies.items() if v.numel() > 100)
+    _, again = ckpt.load(str(f1), buffers=bufs)
+    assert bufs.made == 1 and bufs.bufs[ckpt.WEIGHTS].data_ptr() == ptr
+    assert torch.equal(again[some], copies[some])
+    # the sharded folder's files have other names: buffers of their own, the right tensors
+    _, sd2 = ckpt.load(str(f2), buffers=bufs)
+    assert bufs.made == 1 + len([n for n in os.listdir(f2) if n.endswith(".safetensors")])
+    assert all(torch.equal(sd2[k], want1[k]) for k in want1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="page-locked memory needs CUDA")
+def test_pinned_buffers_are_page_locked_and_kept():
+    from floe_engine import weights_io
+    b = weights_io.PinnedBuffers()
+    x = b.get("a.safetensors", 1000)
+    assert x.is_pinned() and x.numel() == 1000
+    assert b.get("a.safetensors", 500).data_ptr() == x.data_ptr() and b.nbytes == 1000
+    assert b.get("a.safetensors", 2000).numel() == 2000 and b.nbytes == 2000
+
+
 def test_a_flipped_byte_is_caught_by_the_new_checksum(published, tmp_path):
     import shutil
 
