@@ -151,6 +151,22 @@ def cast_recurrent_states(cache: Any, dtype: torch.dtype) -> int:
     return n
 
 
+def keep_rope_fp32(module, device: torch.device, dtype: torch.dtype):
+    """``module.to(device, dtype)`` except the rotary embeddings' inverse frequencies, which stay
+    float32 as transformers computes them (``compute_default_rope_parameters``: ``dtype=torch.float``)
+    and as vLLM and SGLang keep their cos/sin tables. ``Module.to(dtype)`` casts every floating
+    buffer: a bf16 ``inv_freq`` keeps 8 bits of mantissa, so the angle of position p drifts by up
+    to p * 2^-9 rad at the highest frequency (tens of radians at 32k) — a different model from the
+    checkpoint's, and from a serving engine's."""
+    keep = {name: buf.detach().float().clone() for name, buf in module.named_buffers()
+            if name.rsplit(".", 1)[-1] in ("inv_freq", "original_inv_freq") and buf.is_floating_point()}
+    module = module.to(device=device, dtype=dtype)
+    for name, buf in keep.items():
+        owner, _, attr = name.rpartition(".")
+        setattr(module.get_submodule(owner) if owner else module, attr, buf.to(device))
+    return module
+
+
 class HFPolicy(Policy):
     kind = "hf"
 
@@ -194,7 +210,7 @@ class HFPolicy(Policy):
             torch.backends.cuda.enable_cudnn_sdp(False)
         # the trainer keeps the engine's dtype too (fp32 master copies live in its
         # optimizer, trainer.MasterWeightsOptimizer): same weights, same arithmetic
-        module = module.to(device=device, dtype=dtype)
+        module = keep_rope_fp32(module, device, dtype)
         module.eval()
         return cls(module, device, dtype, cfg, opts, recurrent_state_dtype, tok)
 

@@ -54,8 +54,9 @@ class Trainer:
     """A trainer_server process tree: the launcher and, under torchrun, its ranks."""
 
     def __init__(self, world: int, args, log_path: str):
+        # CPU ranks over gloo on any machine (on a GPU machine the ranks would otherwise share its GPU)
         env = dict(os.environ, PYTHONPATH=ENGINE_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                   PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+                   PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
         launch = ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(world)]
                   if world > 1 else [sys.executable])
         cmd = launch + ["-m", "floe_engine.trainer_server"] + (["--fsdp"] if world == 1 else [])

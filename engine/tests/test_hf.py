@@ -90,3 +90,16 @@ def test_hf_servers_train_update_and_span(start_server, tmp_path):
     toks = c["token_ids"]
     new = tr.post("/logprobs", {"samples": [{"prompt_ids": PROMPT + toks[:k], "completion_ids": toks[k:]}]})
     assert max(abs(a - b) for a, b in zip(new["logprobs"][0], c["logprobs"]["token_logprobs"][k:])) < 1e-4
+
+
+def test_rope_inverse_frequencies_stay_fp32_in_a_bf16_model():
+    """Module.to(bf16) would round inv_freq to 8 mantissa bits (an angle error of up to p * 2^-9
+    rad at position p); transformers, vLLM and SGLang keep RoPE in fp32, and so does floe."""
+    pol, _ = build_policy(SPEC, device=DEVICE, dtype="bf16", seed=0)
+    bufs = {n: b for n, b in pol.module.named_buffers() if n.endswith("inv_freq")}
+    assert bufs and all(b.dtype == torch.float32 for b in bufs.values()), {n: b.dtype for n, b in bufs.items()}
+    cfg = pol.module.config
+    dim = int(cfg.head_dim * cfg.rope_parameters.get("partial_rotary_factor", 1.0))
+    want = 1.0 / (cfg.rope_parameters["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+    assert torch.equal(bufs[next(n for n in bufs if n.endswith(".inv_freq") or n == "inv_freq")].cpu(), want)
+    assert all(p.dtype == torch.bfloat16 for p in pol.module.parameters())  # the weights are still bf16

@@ -19,8 +19,9 @@ RANKS = os.path.join(HERE, "publish_ranks.py")
 
 
 def _env(**kw):
+    # CPU ranks over gloo on any machine (on a GPU machine the ranks would otherwise share its GPU)
     return dict(os.environ, PYTHONPATH=ENGINE_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", **kw)
+                PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", **kw)
 
 
 def run_ranks(world, *args, timeout=240):
@@ -193,7 +194,7 @@ def test_old_sha256_folders_still_verify(tmp_path, monkeypatch):
     from floe_engine import checkpoint as ckpt
     from floe_engine.policy import build_policy
     from floe_vllm import verify_folder as vllm_verify
-    pol, _ = build_policy("tiny:d_model=32,n_layers=1,n_heads=2,context=64", None, seed=0)
+    pol, _ = build_policy("tiny:d_model=32,n_layers=1,n_heads=2,context=64", None, seed=0, device="cpu")
     monkeypatch.setenv("FLOE_CHECKSUM", "sha256")
     path = ckpt.publish_policy(pol, str(tmp_path), 2)
     folder = ckpt.folder_of(path)
