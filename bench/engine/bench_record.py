@@ -7,6 +7,7 @@ measured. ``open_device`` makes the one-process group the trainer needs and note
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -50,6 +51,15 @@ def model_spec(name: str, smoke: bool) -> str:
     """The spec of --model NAME (its tiny variant for --smoke)."""
     full, tiny = MODELS[name]
     return tiny if smoke else full
+
+
+def arguments(description: str) -> argparse.ArgumentParser:
+    """The options every FSDP2 benchmark takes: --out, --model, --smoke."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="the results JSON (rewritten after every measurement)")
+    ap.add_argument("--model", choices=sorted(MODELS), default="qwen3-4b", help="the model shape")
+    ap.add_argument("--smoke", action="store_true", help="a tiny model of that shape on CPU: checks the script")
+    return ap
 
 
 class Record(dict):

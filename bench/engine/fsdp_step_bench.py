@@ -21,7 +21,6 @@ machine. bench/engine/publish_bench.py compares the two publish paths side by si
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -30,7 +29,7 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_record import MODELS, Record, model_spec  # noqa: E402  (puts engine/ on the path)
+from bench_record import Record, arguments, model_spec  # noqa: E402  (puts engine/ on the path)
 
 import torch  # noqa: E402
 
@@ -51,10 +50,7 @@ def batch(n: int, length: int, vocab: int, seed: int):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--model", choices=sorted(MODELS), default="qwen3-4b", help="the model shape (bench_record.py)")
-    ap.add_argument("--smoke", action="store_true", help="a tiny Qwen3 on CPU, 2x256 tokens: checks the script")
+    ap = arguments(__doc__)
     ap.add_argument("--layouts", default="1x32768,8x4096")
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--no-activation-checkpointing", action="store_true")

@@ -30,7 +30,6 @@ folder is in the page cache, as on a node where trainer and engines share a disk
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -40,7 +39,7 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_record import MODELS, Record, model_spec  # noqa: E402  (puts engine/ on the path)
+from bench_record import Record, arguments, model_spec  # noqa: E402  (puts engine/ on the path)
 
 import torch  # noqa: E402
 
@@ -155,10 +154,7 @@ def check_same(engine, trainer) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--model", choices=sorted(MODELS), default="qwen3-4b", help="the model shape (bench_record.py)")
-    ap.add_argument("--smoke", action="store_true", help="a tiny Qwen3 on CPU: checks the script")
+    ap = arguments(__doc__)
     ap.add_argument("--old-repeats", type=int, default=1)
     ap.add_argument("--new-repeats", type=int, default=3)
     ap.add_argument("--bucket-bytes", type=int, default=1 << 30)
