@@ -721,10 +721,9 @@ def publish_sharded(trainer, timings: Optional[dict] = None, files_per_rank: int
         raise RuntimeError(f"publishing v{trainer.version}: cannot create {tmp}: {err}")
     mine = [k for k in range(len(files)) if k % W == rank]
     specs = {k: [(n, *spec[n]) for n in files[k]] for k in mine}
-    layouts = {k: [r[0] for r in weights_io.file_layout(specs[k])] for k in range(len(files)) if k in specs}
-    # the gather order: the files' layout orders interleaved, so every writer has work early
-    all_layouts = [[r[0] for r in weights_io.file_layout([(n, *spec[n]) for n in files[k]])] for k in range(len(files))]
-    order = [(k, lay[i]) for i in range(max(len(x) for x in all_layouts)) for k, lay in enumerate(all_layouts)
+    # every file's tensor order (its layout); the gather order interleaves them, so every writer has work early
+    layouts = [[r[0] for r in weights_io.file_layout([(n, *spec[n]) for n in files[k]])] for k in range(len(files))]
+    order = [(k, lay[i]) for i in range(max(len(x) for x in layouts)) for k, lay in enumerate(layouts)
              if i < len(lay)]
     staged = None
     offsets: dict = {}
