@@ -103,7 +103,9 @@ export async function buildWarmStart(s: Settings, trajectoriesOrTasks: GoldTraje
   if (kept.length < all.length) log('warmstart', `${all.length - kept.length} gold trajectories longer than the ${setup.contextTokens}-token context left out (${all.filter((t) => !fits(t)).map((t) => t.taskId).join(', ')})`);
   const data = kept.map((t) => JSON.stringify({ task_id: t.taskId, ids: t.ids, loss_mask: t.lossMask })).join('\n') + '\n';
   const tokenizer = resolveTokenizer(setup.tokenizer, renderPaths(s));
-  const hash = crypto.createHash('sha256').update(data).update(JSON.stringify(opts)).update(tokenizer).digest('hex').slice(0, 16);
+  // the model's own code is part of the key: a kernel change gives other weights from the same data
+  const modelCode = fs.readFileSync(path.join(repoRoot, 'engine', 'floe_engine', 'model.py'));
+  const hash = crypto.createHash('sha256').update(data).update(JSON.stringify(opts)).update(tokenizer).update(modelCode).digest('hex').slice(0, 16);
   const dir = path.join(s.home, 'warmstart', hash);
   const checkpoint = path.join(dir, 'v0');
   if (fs.existsSync(path.join(checkpoint, 'model.safetensors'))) {

@@ -71,6 +71,12 @@ class TinyConfig:
         return cls.from_dict(kwargs)
 
 
+def attend_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The explicit form of ``Block._attend``'s kernel: softmax(q kᵀ / √Dh, masked) v, [B, H, T, Dh]."""
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    return F.softmax(att.masked_fill(mask, float("-inf")), dim=-1) @ v
+
+
 class Block(nn.Module):
     def __init__(self, cfg: TinyConfig):
         super().__init__()
@@ -90,9 +96,11 @@ class Block(nn.Module):
         return (q.view(shape).transpose(1, 2), k.view(shape).transpose(1, 2), v.view(shape).transpose(1, 2))
 
     def _attend(self, q, k, v, mask) -> torch.Tensor:
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.d_head))
-        att = att.masked_fill(mask, float("-inf"))
-        y = F.softmax(att, dim=-1) @ v
+        """Attention of q [B, H, T, Dh] over k, v [B, H, S, Dh]; ``mask`` True = may not attend.
+        PyTorch's fused kernel (2.4-3× the explicit softmax's speed on CPU, forward and backward:
+        ``bench/engine/tiny_attention_bench.py``); engine and trainer both run it, so their numerics
+        stay matched. ``attend_reference`` is the explicit form, kept for the test and the bench."""
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask)
         B, _, T, _ = y.shape
         return y.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head)
 
