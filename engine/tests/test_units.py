@@ -29,7 +29,16 @@ def test_tiny_config_spec():
         TinyConfig.parse("tiny:nonsense=1")
 
 
-def test_cached_decode_matches_full_forward_and_shared_logprobs():
+@pytest.fixture
+def engine_threads():
+    """Torch's intra-op threads as the engine runs them (``inference_server --threads``, default 1)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_cached_decode_matches_full_forward_and_shared_logprobs(engine_threads):
     pol = TinyPolicy(TinyConfig(d_model=32, n_layers=2, n_heads=4, context=256, init_std=0.3),
                      torch.device("cpu"), seed=3)
     g = torch.Generator().manual_seed(0)
@@ -51,9 +60,11 @@ def test_cached_decode_matches_full_forward_and_shared_logprobs():
         engine_lp.append(torch.log_softmax(lg[:259], -1)[t].item())
     trainer_lp = logprobs(pol, prompt, comp)
     assert max(abs(a - b) for a, b in zip(engine_lp, trainer_lp)) < 1e-5
-    # rows 0 and 2 saw the same tokens: the same logits, to fp32 rounding (the fused attention
-    # kernel may sum a row's keys in another order); the idle row between them leaks nothing
-    torch.testing.assert_close(lps[-1][0], lps[-1][1], atol=1e-5, rtol=1e-5)
+    # rows 0 and 2 saw the same tokens: bit-identical logits (a row's result does not depend on
+    # the other rows of the batch; the idle row between them leaks nothing). This holds at the
+    # engine's one thread; with more, PyTorch's CPU flash kernel splits rows across threads and
+    # they agree to fp32 rounding only (engine/README.md, Limitations)
+    assert torch.equal(lps[-1][0], lps[-1][1])
     # grouped scoring (shared prompt) == one-by-one scoring
     pairs = [(prompt, comp), (prompt, comp[:7]), (prompt[:10], comp)]
     together = batch_logprobs(pol, pairs)
