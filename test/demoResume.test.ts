@@ -9,6 +9,7 @@ import { dockerFromSettings } from '../infra/docker.js';
 import { isServerProcess, stopLeftoverServers, type ServerRecord } from '../infra/engines.js';
 import { temporalClient } from '../workers/connect.js';
 import { runWorkflowId } from '../client/runs.js';
+import { floeBin } from './helpers/cli.js';
 
 /** Issue 12, deliverable 6: `floe demo` killed with kill -9 after its first weight update (the
  *  node process only: its engines and trainer become orphans, its sandboxes stay behind) and
@@ -22,7 +23,8 @@ let db: pg.Pool;
 interface Demo { child: ChildProcess; out: string[]; exited: Promise<number | null> }
 
 function startDemo(name: string): Demo {
-  const child = spawn(path.join(repoRoot, 'node_modules', '.bin', 'tsx'), ['cli/floe.ts', 'demo', CONFIG], {
+  // as `npm run demo` runs it (package.json): bin/floe, one node process
+  const child = spawn(floeBin, ['demo', CONFIG], {
     cwd: repoRoot, env: process.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true, // its own process group, like a terminal's job
   });
   const out: string[] = [];

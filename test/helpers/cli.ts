@@ -7,7 +7,7 @@ export const floeBin = path.join(import.meta.dirname, '..', '..', 'bin', 'floe')
 
 export function floe(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 120_000): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    // its own process group: tsx runs floe in a child process, which a kill must reach too
+    // its own process group, as a terminal's job: a kill reaches whatever floe started in it
     const child = spawn(floeBin, args, { env: { ...process.env, ...env }, detached: true });
     let stdout = '';
     let stderr = '';
@@ -22,8 +22,7 @@ export function floe(args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 12
   });
 }
 
-/** Signal a process started with `detached: true` and everything in its group (tsx and the
- *  node process it runs floe in). */
+/** Signal a process started with `detached: true` and everything in its group. */
 export function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
   try { process.kill(-child.pid!, signal); } catch { /* gone */ }
 }
