@@ -308,9 +308,10 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
 
     workers = await startWorkers(s, ROLES);
     hosting = true;
-    // A terminal's Ctrl-C reaches the whole process group, and tsx relays it to this process
-    // too: the second copy, within a second, must not kill the ending half-way (the run's row,
-    // the engines and the trainer would be left as they are). A later Ctrl-C forces the exit.
+    // A terminal's Ctrl-C reaches the whole process group, and a wrapper that relays it (the
+    // tsx CLI, npx) sends a second copy: that copy, within a second, must not kill the ending
+    // half-way (the run's row, the engines and the trainer would be left as they are). A later
+    // Ctrl-C forces the exit. (bin/floe runs this process directly: see there.)
     let interruptedAt = 0;
     interrupt = () => {
       if (interruptedAt) {
