@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../infra/settings.js';
+import { killGroup } from './helpers/cli.js';
 
 /** The floe CLI's entry point lets floe handle Ctrl-C itself even while its event loop is busy.
  *  The tsx CLI does not: it runs the script in a child process, relays the signal, and when the
@@ -17,7 +18,7 @@ const HELPER = path.join(repoRoot, 'test', 'helpers', 'busyOnSigint.ts');
 
 /** Start `argv` in its own process group, wait for `ready`, Ctrl-C the group as a terminal does,
  *  and return what it printed and how it ended. */
-function interruptWhenReady(argv: string[]): Promise<{ out: string; code: number | null; signal: NodeJS.Signals | null }> {
+function interruptWhenReady(argv: string[]): Promise<{ out: string; code: number | null }> {
   return new Promise((resolve, reject) => {
     const child = spawn(argv[0], argv.slice(1), { cwd: repoRoot, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
@@ -26,14 +27,14 @@ function interruptWhenReady(argv: string[]): Promise<{ out: string; code: number
       out += d.toString();
       if (!sent && out.includes('ready')) {
         sent = true;
-        setTimeout(() => { try { process.kill(-child.pid!, 'SIGINT'); } catch { /* gone */ } }, 300);
+        setTimeout(() => killGroup(child, 'SIGINT'), 300);
       }
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
-    const timer = setTimeout(() => { try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ } }, 60_000);
+    const timer = setTimeout(() => killGroup(child, 'SIGKILL'), 60_000);
     child.on('error', reject);
-    child.on('close', (code, signal) => { clearTimeout(timer); resolve({ out, code, signal }); });
+    child.on('close', (code) => { clearTimeout(timer); resolve({ out, code }); });
   });
 }
 
