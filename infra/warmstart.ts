@@ -115,7 +115,9 @@ export async function buildWarmStart(s: Settings, trajectoriesOrTasks: GoldTraje
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'gold.jsonl'), data);
   log('warmstart', `SFT on ${kept.length} gold trajectories (${kept.reduce((n, t) => n + t.replies.length, 0)} replies), ${opts.steps} steps…`);
-  mustRun(s.python.bin, ['-m', 'floe_engine.sft', '--data', path.join(dir, 'gold.jsonl'), '--out', dir, '--steps', String(opts.steps), '--batch-size', String(opts.batchSize ?? 16), '--lr', String(opts.lr), '--model', opts.model, '--tokenizer', tokenizer, '--seed', String(opts.seed), '--eval', '16', '--threads', '1'],
+  mustRun(s.python.bin, ['-m', 'floe_engine.sft', '--data', path.join(dir, 'gold.jsonl'), '--out', dir, '--steps', String(opts.steps), '--batch-size', String(opts.batchSize ?? 16), '--lr', String(opts.lr), '--model', opts.model, '--tokenizer', tokenizer, '--seed', String(opts.seed), '--eval', '16', '--threads', '1',
+    // the SFT ends with this process: a demo killed with SIGKILL mid-SFT leaves none training on
+    '--parent-pid', String(process.pid)],
     'the SFT warm start', { env: { ...process.env, OMP_NUM_THREADS: '1', FLOE_ENGINE_THREADS: '1' } }); // two threads were slower here (OpenBLAS spinning)
   return checkpoint;
 }

@@ -54,7 +54,6 @@ from __future__ import annotations
 import datetime
 import math
 import os
-import signal
 import socket
 import sys
 import time
@@ -69,6 +68,7 @@ import torch.nn as nn
 
 from . import checkpoint as ckpt
 from . import step_metrics
+from .lifetime import exit_with_parent
 from .policy import Policy, gather_logprobs
 from .trainer import StepConfig, Trainer, normalize_samples, torch_optimizer
 
@@ -101,29 +101,15 @@ def launched_by_torchrun() -> bool:
     return "WORLD_SIZE" in os.environ and "RANK" in os.environ
 
 
-def die_with_launcher() -> None:
-    """Linux: this rank gets SIGKILL when its parent (the torchrun agent) dies. Without it a
-    launcher killed with SIGKILL leaves its ranks waiting in a collective for rank 0's next
-    request (the process group's timeout is days), each holding its share of the model."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() == 1:  # the launcher was already gone before prctl took effect
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def init_distributed(device: Optional[str] = None, timeout_s: float = 7 * 86400) -> DistContext:
     """Join the torchrun job named by RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT
     (a one-process group on a free local port when they are absent). ``device``: auto | cpu |
     cuda: CUDA ranks use cuda:LOCAL_RANK and NCCL. The timeout is long because ranks other than
     0 wait in a collective until rank 0 receives the next HTTP request."""
     if launched_by_torchrun():
-        die_with_launcher()
+        # a launcher killed with SIGKILL would leave this rank waiting in a collective for rank
+        # 0's next request (the process group's timeout is days), holding its share of the model
+        exit_with_parent()
     else:
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")

@@ -27,6 +27,7 @@ import time
 from typing import List, Optional, Tuple
 
 from . import __version__  # noqa: F401  (sets thread env before torch loads)
+from .lifetime import exit_with_parent
 import torch
 
 from . import checkpoint as ckpt
@@ -131,7 +132,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--eval", type=int, default=16,
                     help="prompt/completion rows to check by greedy decoding at the end (0 = none; masked rows are never evaluated)")
     ap.add_argument("--log-every", type=int, default=25)
+    ap.add_argument("--parent-pid", type=int, default=None,
+                    help="end (SIGKILL from the kernel) when this process, the launcher, ends: floe's warm "
+                         "start passes its own pid, so a demo killed with SIGKILL leaves no SFT training on")
     a = ap.parse_args(argv)
+    if a.parent_pid is not None:
+        exit_with_parent(a.parent_pid)
     torch.set_num_threads(a.threads)
     rng = random.Random(a.seed)
     policy, _ = build_policy(a.model, a.init, seed=a.seed, device=a.device, dtype=a.dtype, for_training=True,
