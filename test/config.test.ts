@@ -68,7 +68,7 @@ describe('run config', () => {
     expect(files).toContain('stress-test.yaml');
     for (const f of files) expect(() => loadRunConfig(path.join(dir, f))).not.toThrow();
     const stress = loadRunConfig(path.join(dir, 'stress-test.yaml'));
-    expect(stress.trainer).toMatchObject({ advantage: 'reward', epochs: 4, minibatches: 16 });
+    expect(stress.trainer).toMatchObject({ advantage: 'reward', epochs: 6, minibatches: 16 });
     // from a weak start, the pool by the published rule, 20 epochs over 16 tasks
     expect(stress.evaluation).toEqual({ attempts: 4, atStart: true, atEnd: true, poolFromStart: true, every: 0, heldOut: [] });
     expect(stress.policy.warmStartSteps).toBe(300);
