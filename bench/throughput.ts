@@ -298,6 +298,7 @@ try {
 } finally {
   for (const w of workers) w.shutdown();
   await running;
+  await connection.close(); // the workers' native connection: open, it keeps the process alive
   await engine.close();
   await client.connection.close();
   await db.end();
