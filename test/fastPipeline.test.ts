@@ -10,7 +10,7 @@ import { createSandboxActivities, pipelineFromEnv, workerIdentity, type SandboxP
 import { ROOT_USER, execRaw } from '../activities/sandbox/exec.js';
 import { removeContainer } from '../activities/sandbox/containerSpec.js';
 import { HarnessServer } from '../activities/harness.js';
-import { runKeeperJob } from '../activities/sandbox/keeper.js';
+import { keeperOf, runKeeperJob } from '../activities/sandbox/keeper.js';
 
 /** The fast sandbox pipeline (SandboxPipeline 'fast', the default) against the legacy one,
  *  side by side on real podman: the same repository, history, seal and owners in the agent's
@@ -95,7 +95,7 @@ describe('fast pipeline = legacy pipeline', () => {
     const L1 = await create(legacy);
     await run(legacy, L1, edits);
     expect((await docker.getContainer(L1).inspect()).Config.Labels?.['floe.keeper']).toBeUndefined();
-    expect((await docker.getContainer(F).inspect()).Config.Labels?.['floe.keeper']).toBe('jobs');
+    expect((await docker.getContainer(F).inspect()).Config.Labels?.['floe.keeper']).toBe('jobs+stdin');
     execs = 0;
     expect(await createSandboxActivities(counting, { ...base, pipeline: 'fast' }).extractDiff({ containerId: L1, maxBytes: 64 * 1024 })).toEqual(l);
     expect(execs).toBeGreaterThan(0);
@@ -118,6 +118,12 @@ describe('fast pipeline = legacy pipeline', () => {
     current = pick('toy__c_to_f');
     const F = await create(fast);
     const c = docker.getContainer(F);
+    // the keeper sleeps on its stdin (a pipe from conmon, open for the container's life) and
+    // the caller's line wakes it; podman closes that stdin when the attach ends, and later jobs
+    // are found by polling, as a keeper of a container made before (stdin /dev/null) finds them
+    expect(keeperOf((await c.inspect()).Config.Labels ?? {})).toEqual({ jobs: true, wake: true });
+    const woken = await runKeeperJob(c, { script: 'readlink /proc/1/fd/0', args: [], timeoutSeconds: 10, wake: true });
+    expect(woken?.stdout.toString()).toMatch(/^pipe:/);
     const r = await runKeeperJob(c, { script: 'id -u; printf "%s|" "$@"; printf "\\377\\000\\n"; echo err >&2; exit 3', args: ['a b', '', 'c'], timeoutSeconds: 10 });
     expect(r).toEqual({ exitCode: 3, stdout: Buffer.from('0\na b||c|\xff\x00\n', 'latin1'), stderr: 'err\n' });
     // past its time limit the script is killed (timeout -s KILL: 137), and the keeper goes on

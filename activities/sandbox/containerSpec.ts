@@ -4,7 +4,7 @@ import { SHM_MB, TESTBED_DIR, sandboxMemoryMb, sandboxTmpfs, type SandboxLimits 
 import { imageLoadHint } from '../../core/taskLayouts.js';
 import { ROOT_USER } from './exec.js';
 import { tarArchive, type TarEntry } from './tar.js';
-import { KEEPER, KEEPER_JOBS, KEEPER_LABEL, KEEPER_WITH_JOBS } from './keeper.js';
+import { KEEPER, KEEPER_JOBS_WOKEN, KEEPER_LABEL, KEEPER_WITH_JOBS } from './keeper.js';
 
 /** The container spec: one locked-down recipe for every sandbox and grader container.
  *
@@ -96,10 +96,12 @@ export async function startLockedContainer(docker: Docker, spec: ContainerSpec):
     WorkingDir: '/',
     Entrypoint: spec.main?.cmd ?? ['bash', '-c', spec.keeperJobs ? KEEPER_WITH_JOBS : KEEPER],
     Cmd: [],
-    Labels: spec.keeperJobs && !spec.main ? { ...spec.labels, [KEEPER_LABEL]: KEEPER_JOBS } : spec.labels,
+    Labels: spec.keeperJobs && !spec.main ? { ...spec.labels, [KEEPER_LABEL]: KEEPER_JOBS_WOKEN } : spec.labels,
     Env: spec.main?.env ?? ['LANG=C.UTF-8'],
-    // a first process reads its go line from an attached stdin, closed when the attach ends
+    // a first process reads its go line from an attached stdin, closed when the attach ends;
+    // a keeper with jobs is woken by a line on its stdin, open for the container's life
     ...(spec.main ? { OpenStdin: true, StdinOnce: true, AttachStdin: true, AttachStdout: true, AttachStderr: true } : {}),
+    ...(spec.keeperJobs && !spec.main ? { OpenStdin: true, StdinOnce: false } : {}),
     // what a first process or a keeper with jobs prints is read by attaching: no log is kept
     HostConfig: spec.main || spec.keeperJobs ? { ...sandboxHostConfig(spec), LogConfig: { Type: 'none', Config: {} } } : sandboxHostConfig(spec),
   }).catch((err: unknown) => {

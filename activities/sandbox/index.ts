@@ -12,7 +12,7 @@ import { execCommand, type ExecInSandboxInput } from './command.js';
 import { preparedRepository } from './prepared.js';
 import { tarArchive } from './tar.js';
 import { heartbeat } from './heartbeat.js';
-import { KEEPER_JOBS, KEEPER_LABEL, runKeeperJob } from './keeper.js';
+import { keeperOf, runKeeperJob } from './keeper.js';
 import { missingImagesFailure, preflightImages, type ImagePreflight } from './images.js';
 
 /** Sandbox activities: one locked-down container per rollout (no network, one fresh commit of
@@ -144,13 +144,14 @@ export const REPO_LABEL = 'floe.repo';
 export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
   const container = (id: string) => docker.getContainer(id);
   /** What a sandbox's labels say: where its repository is, and whether its keeper takes jobs. */
-  const labelled = new Map<string, { repoDir: string; keeperJobs: boolean }>();
-  async function labelsOf(id: string): Promise<{ repoDir: string; keeperJobs: boolean }> {
+  const labelled = new Map<string, { repoDir: string; keeperJobs: boolean; keeperWake: boolean }>();
+  async function labelsOf(id: string): Promise<{ repoDir: string; keeperJobs: boolean; keeperWake: boolean }> {
     let known = labelled.get(id);
     if (known === undefined) {
       try {
         const labels = (await container(id).inspect()).Config.Labels ?? {};
-        known = { repoDir: labels[REPO_LABEL] ?? WORK_REPO_DIR, keeperJobs: labels[KEEPER_LABEL] === KEEPER_JOBS };
+        const keeper = keeperOf(labels);
+        known = { repoDir: labels[REPO_LABEL] ?? WORK_REPO_DIR, keeperJobs: keeper.jobs, keeperWake: keeper.wake };
       } catch (err) {
         if (isNoSuchContainer(err)) throw sandboxGone(id, err);
         throw err;
@@ -167,10 +168,10 @@ export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
   async function extractDiff(input: { containerId: string; maxBytes: number }): Promise<{ diff: string; bytes: number; truncated: boolean }> {
     const c = container(input.containerId);
     try {
-      const { repoDir, keeperJobs } = await labelsOf(input.containerId);
+      const { repoDir, keeperJobs, keeperWake } = await labelsOf(input.containerId);
       // fast, and a keeper that takes jobs: the same one-step diff as root, without an exec
       const job = pipeline === 'fast' && keeperJobs
-        ? await runKeeperJob(c, { script: DIFF_ONE_EXEC(), args: [String(input.maxBytes), repoDir], timeoutSeconds: 120 })
+        ? await runKeeperJob(c, { script: DIFF_ONE_EXEC(), args: [String(input.maxBytes), repoDir], timeoutSeconds: 120, wake: keeperWake })
         : null;
       if (job) {
         const bytes = Number(/^(\d+)\s*$/m.exec(job.stderr)?.[1]);
