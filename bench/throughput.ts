@@ -14,6 +14,12 @@
  *  (and its scheduling latency: start minus scheduled time), container-engine API calls per
  *  rollout by kind and their time, CPU by process group (/proc, every second), and the CPU of
  *  podman's cgroups (containers; conmon with its runc and clean-up processes) as totals.
+ *  Before each measurement the machine settles (settle()): the work the previous one left
+ *  behind — podman runs an exec session's clean-up process exit_command_delay (5 s) after the
+ *  exec ends, so a legacy round's last ~5 s of execs were cleaned up inside the next round's
+ *  window — is not counted against the path measured next. What a path leaves after its own
+ *  last rollout is therefore counted against neither (the legacy path, with ~9× the execs,
+ *  leaves the most).
  *  Writes bench/results/throughput.json. */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -253,8 +259,22 @@ async function oneRollout(pipeline: SandboxPipeline, i: number): Promise<Rollout
   return client.workflow.execute('rollout', { taskQueue: CONTROL_QUEUE, workflowId: `floe-rollout-${rolloutId}`, args: [input] });
 }
 
+/** Wait until the machine is quiet: at least the exec clean-up delay (infra/components/podman.ts,
+ *  exit_command_delay = 5 s) plus 2 s, then until a second passes with under a fifth of one core
+ *  busy (at most 60 s in all). Returns the seconds waited. */
+async function settle(): Promise<number> {
+  const t0 = Date.now();
+  await new Promise((r) => setTimeout(r, 7000));
+  for (;;) {
+    const b0 = totalBusyTicks();
+    await new Promise((r) => setTimeout(r, 1000));
+    if (totalBusyTicks() - b0 < 20 || Date.now() - t0 > 60_000) return round((Date.now() - t0) / 1000, 1);
+  }
+}
+
 /** N rollouts with CONCURRENCY in flight (a new one starts as soon as one ends). */
 async function measure(pipeline: SandboxPipeline, n: number) {
+  const settledSeconds = await settle();
   current = { activities: new Stats(), latency: new Stats(), docker: new Stats() };
   const cpu = startCpuSampler();
   const started = Date.now();
@@ -271,7 +291,7 @@ async function measure(pipeline: SandboxPipeline, n: number) {
   for (const r of results) gates[r.gate] = (gates[r.gate] ?? 0) + 1;
   const turns = results.reduce((a, r) => a + r.nTurns, 0);
   return {
-    pipeline, rollouts: n, concurrency: CONCURRENCY, wallSeconds: round(wallS, 1), rolloutsPerMinute: round((n / wallS) * 60, 1),
+    pipeline, settledSeconds, rollouts: n, concurrency: CONCURRENCY, wallSeconds: round(wallS, 1), rolloutsPerMinute: round((n / wallS) * 60, 1),
     turnsPerRollout: round(turns / n, 2), gates, passed: results.filter((r) => r.reward === 1).length,
     activityWallMsPerRollout: m.activities.perRollout(n),
     activitySchedulingLatencyMs: m.latency.perRollout(n),
