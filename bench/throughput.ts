@@ -14,12 +14,13 @@
  *  (and its scheduling latency: start minus scheduled time), container-engine API calls per
  *  rollout by kind and their time, CPU by process group (/proc, every second), and the CPU of
  *  podman's cgroups (containers; conmon with its runc and clean-up processes) as totals.
- *  Before each measurement the machine settles (settle()): the work the previous one left
- *  behind — podman runs an exec session's clean-up process exit_command_delay (5 s) after the
- *  exec ends, so a legacy round's last ~5 s of execs were cleaned up inside the next round's
- *  window — is not counted against the path measured next. What a path leaves after its own
- *  last rollout is therefore counted against neither (the legacy path, with ~9× the execs,
- *  leaves the most).
+ *  After each measurement the machine settles (settle()) before the next one starts: the work
+ *  a path leaves behind — podman runs an exec session's clean-up process exit_command_delay
+ *  (5 s) after the exec ends, so a legacy round's last ~5 s of execs were cleaned up inside the
+ *  next round's window — is not counted against the path measured next. Rollouts per minute
+ *  count neither path's tail (the legacy path, with ~9× the execs, leaves the most); the CPU
+ *  of the tail is measured and counted against its own path in `coreSecondsPerRolloutWithTail`
+ *  and in the summary's CPU ratio (what a CPU-bound steady state pays per rollout).
  *  Writes bench/results/throughput.json. */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -274,7 +275,6 @@ async function settle(): Promise<number> {
 
 /** N rollouts with CONCURRENCY in flight (a new one starts as soon as one ends). */
 async function measure(pipeline: SandboxPipeline, n: number) {
-  const settledSeconds = await settle();
   current = { activities: new Stats(), latency: new Stats(), docker: new Stats() };
   const cpu = startCpuSampler();
   const started = Date.now();
@@ -285,6 +285,10 @@ async function measure(pipeline: SandboxPipeline, n: number) {
   }));
   const wallS = (Date.now() - started) / 1000;
   const c = cpu.stop();
+  // this path's tail: what it left running, until the machine is quiet again
+  const tail0 = totalBusyTicks();
+  const settledSeconds = await settle();
+  const tailCoreSeconds = round((totalBusyTicks() - tail0) / 100, 1);
   const m = current;
   current = null;
   const gates: Record<string, number> = {};
@@ -296,7 +300,7 @@ async function measure(pipeline: SandboxPipeline, n: number) {
     activityWallMsPerRollout: m.activities.perRollout(n),
     activitySchedulingLatencyMs: m.latency.perRollout(n),
     dockerApiCallsPerRollout: m.docker.perRollout(n),
-    cpu: { ...c, coreSecondsPerRollout: round(c.machineBusyCoreSeconds / n, 2) },
+    cpu: { ...c, coreSecondsPerRollout: round(c.machineBusyCoreSeconds / n, 2), tailCoreSeconds, coreSecondsPerRolloutWithTail: round((c.machineBusyCoreSeconds + tailCoreSeconds) / n, 2) },
   };
 }
 
@@ -311,7 +315,7 @@ try {
   for (let r = 0; r < ROUNDS; r++) {
     for (const p of PATHS) {
       const m = await measure(p, N);
-      process.stderr.write(`[bench] round ${r + 1} ${p}: ${m.rolloutsPerMinute} rollouts/min (${m.rollouts} in ${m.wallSeconds} s, passed ${m.passed}, ${m.cpu.coreSecondsPerRollout} core-s/rollout)\n`);
+      process.stderr.write(`[bench] round ${r + 1} ${p}: ${m.rolloutsPerMinute} rollouts/min (${m.rollouts} in ${m.wallSeconds} s, passed ${m.passed}, ${m.cpu.coreSecondsPerRollout} core-s/rollout, ${m.cpu.coreSecondsPerRolloutWithTail} with its tail)\n`);
       measured.push(m);
     }
   }
@@ -329,19 +333,26 @@ const perPath = (p: SandboxPipeline) => {
   const ms = measured.filter((m) => m.pipeline === p);
   const rollouts = ms.reduce((a, m) => a + m.rollouts, 0);
   const wall = ms.reduce((a, m) => a + m.wallSeconds, 0);
-  return { rollouts, wallSeconds: round(wall, 1), rolloutsPerMinute: round((rollouts / wall) * 60, 1) };
+  const cpu = ms.reduce((a, m) => a + m.cpu.machineBusyCoreSeconds, 0);
+  const tail = ms.reduce((a, m) => a + m.cpu.tailCoreSeconds, 0);
+  return {
+    rollouts, wallSeconds: round(wall, 1), rolloutsPerMinute: round((rollouts / wall) * 60, 1),
+    coreSecondsPerRollout: round(cpu / rollouts, 2), coreSecondsPerRolloutWithTail: round((cpu + tail) / rollouts, 2),
+  };
 };
 const summary = Object.fromEntries(PATHS.map((p) => [p, perPath(p)]));
 const ratio = PATHS.includes('legacy') && PATHS.includes('fast') ? round(summary.fast.rolloutsPerMinute / summary.legacy.rolloutsPerMinute, 2) : null;
+/** The CPU each path pays per rollout, its tail included: legacy over fast. */
+const cpuRatio = ratio === null ? null : round(summary.legacy.coreSecondsPerRolloutWithTail / summary.fast.coreSecondsPerRolloutWithTail, 2);
 const out = {
   when: new Date().toISOString(),
   command: `npx tsx bench/throughput.ts ${process.argv.slice(2).join(' ')}`.trim(),
   machine: { cpus: (await import('node:os')).cpus().length, note: 'shared with other work: CPU by group includes it ("other")' },
   n: N, concurrency: CONCURRENCY, rounds: ROUNDS, tasks: tasks.length,
-  summary, speedup: ratio,
+  summary, speedup: ratio, cpuPerRolloutRatioWithTail: cpuRatio,
   runs: measured,
 };
 const file = path.join(repoRoot, 'bench', 'results', 'throughput.json');
 fs.mkdirSync(path.dirname(file), { recursive: true });
 fs.writeFileSync(file, JSON.stringify(out, null, 2) + '\n');
-process.stderr.write(`[bench] ${JSON.stringify(summary)} speedup ${ratio}\n[bench] wrote ${path.relative(repoRoot, file)}\n`);
+process.stderr.write(`[bench] ${JSON.stringify(summary)} speedup ${ratio}, CPU per rollout with tails legacy/fast ${cpuRatio}\n[bench] wrote ${path.relative(repoRoot, file)}\n`);
