@@ -12,7 +12,7 @@ import type { MuxStream } from './exec.js';
  *  (the container keeps no log). A keeper of a container made with its stdin open
  *  (KEEPER_JOBS_WOKEN) sleeps on that stdin (`read -t`, a builtin: no fork while idle), and the
  *  caller, attached, sends a line once the request is in: it wakes at once and otherwise looks
- *  every 2 s. podman closes that stdin when the first attach that wrote to it ends (conmon runs
+ *  every 2 s (the read runs in a child it waits for, so orphans are reaped as they end). podman closes that stdin when the first attach that wrote to it ends (conmon runs
  *  without --leave-stdin-open), and a keeper at the end of its stdin — or without one
  *  (containers made before: /dev/null) — waits on a FIFO it alone holds and looks every 50 ms.
  *  A fast rollout's sandbox takes one job, its diff, just before it is removed: its keeper
@@ -51,15 +51,19 @@ if mkfifo -m 600 /run/floe-keeper.fifo 2>/dev/null && exec 9<>/run/floe-keeper.f
 else
   floe_poll() { sleep 0.2; }
 fi
-# a line on stdin wakes the keeper; at the end of stdin (none was opened: /dev/null) it polls
-floe_nap() { read -r -t 2 _; [ $? = 1 ] && floe_nap() { floe_poll; }; }
+# a line on stdin wakes the keeper; at the end of stdin (none was opened: /dev/null) it polls.
+# The read runs in a child the keeper waits for: bash holds SIGCHLD back during its own read, so
+# orphans (the agent's, reparented to PID 1) would stay unreaped zombies while it read; \`wait\`
+# reaps them as they end
+exec 8<&0
+floe_nap() { ( read -r -t 2 -u 8 _ ) & wait $!; [ $? = 1 ] && floe_nap() { floe_poll; }; }
 while :; do
   if [ -f $J/ready ]; then
     rm -rf $J.run; mv $J $J.run
     mapfile -t floe_args < $J.run/args
     read -r floe_secs < $J.run/secs
     read -r floe_id < $J.run/id
-    ( trap - ${SIGNALS}; exec timeout -s KILL "$floe_secs" bash $J.run/script "\${floe_args[@]}" ) > $J.run/out 2> $J.run/err < /dev/null
+    ( trap - ${SIGNALS}; exec timeout -s KILL "$floe_secs" bash $J.run/script "\${floe_args[@]}" ) > $J.run/out 2> $J.run/err < /dev/null 8<&- 9<&-
     floe_rc=$?
     floe_sizes=$(stat -c %s $J.run/out $J.run/err)
     printf '${HEADER} %s %s %s\\n' "$floe_id" "$floe_rc" "\${floe_sizes//$'\\n'/ }"
