@@ -118,7 +118,7 @@ describe('fast pipeline = legacy pipeline', () => {
     current = pick('toy__c_to_f');
     const F = await create(fast);
     const c = docker.getContainer(F);
-    // the keeper sleeps on its stdin (a pipe from conmon, open for the container's life) and
+    // the keeper sleeps on its stdin (a pipe from conmon) and
     // the caller's line wakes it; podman closes that stdin when the attach ends, and later jobs
     // are found by polling, as a keeper of a container made before (stdin /dev/null) finds them
     expect(keeperOf((await c.inspect()).Config.Labels ?? {})).toEqual({ jobs: true, wake: true });

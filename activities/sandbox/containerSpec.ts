@@ -99,7 +99,8 @@ export async function startLockedContainer(docker: Docker, spec: ContainerSpec):
     Labels: spec.keeperJobs && !spec.main ? { ...spec.labels, [KEEPER_LABEL]: KEEPER_JOBS_WOKEN } : spec.labels,
     Env: spec.main?.env ?? ['LANG=C.UTF-8'],
     // a first process reads its go line from an attached stdin, closed when the attach ends;
-    // a keeper with jobs is woken by a line on its stdin, open for the container's life
+    // a keeper with jobs is woken by a line on its stdin (open until an attach that wrote to it
+    // ends: keeper.ts)
     ...(spec.main ? { OpenStdin: true, StdinOnce: true, AttachStdin: true, AttachStdout: true, AttachStderr: true } : {}),
     ...(spec.keeperJobs && !spec.main ? { OpenStdin: true, StdinOnce: false } : {}),
     // what a first process or a keeper with jobs prints is read by attaching: no log is kept

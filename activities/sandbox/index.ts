@@ -144,14 +144,13 @@ export const REPO_LABEL = 'floe.repo';
 export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
   const container = (id: string) => docker.getContainer(id);
   /** What a sandbox's labels say: where its repository is, and whether its keeper takes jobs. */
-  const labelled = new Map<string, { repoDir: string; keeperJobs: boolean; keeperWake: boolean }>();
-  async function labelsOf(id: string): Promise<{ repoDir: string; keeperJobs: boolean; keeperWake: boolean }> {
+  const labelled = new Map<string, { repoDir: string; keeper: ReturnType<typeof keeperOf> }>();
+  async function labelsOf(id: string): Promise<{ repoDir: string; keeper: ReturnType<typeof keeperOf> }> {
     let known = labelled.get(id);
     if (known === undefined) {
       try {
         const labels = (await container(id).inspect()).Config.Labels ?? {};
-        const keeper = keeperOf(labels);
-        known = { repoDir: labels[REPO_LABEL] ?? WORK_REPO_DIR, keeperJobs: keeper.jobs, keeperWake: keeper.wake };
+        known = { repoDir: labels[REPO_LABEL] ?? WORK_REPO_DIR, keeper: keeperOf(labels) };
       } catch (err) {
         if (isNoSuchContainer(err)) throw sandboxGone(id, err);
         throw err;
@@ -168,10 +167,10 @@ export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
   async function extractDiff(input: { containerId: string; maxBytes: number }): Promise<{ diff: string; bytes: number; truncated: boolean }> {
     const c = container(input.containerId);
     try {
-      const { repoDir, keeperJobs, keeperWake } = await labelsOf(input.containerId);
+      const { repoDir, keeper } = await labelsOf(input.containerId);
       // fast, and a keeper that takes jobs: the same one-step diff as root, without an exec
-      const job = pipeline === 'fast' && keeperJobs
-        ? await runKeeperJob(c, { script: DIFF_ONE_EXEC(), args: [String(input.maxBytes), repoDir], timeoutSeconds: 120, wake: keeperWake })
+      const job = pipeline === 'fast' && keeper.jobs
+        ? await runKeeperJob(c, { script: DIFF_ONE_EXEC(), args: [String(input.maxBytes), repoDir], timeoutSeconds: 120, wake: keeper.wake })
         : null;
       if (job) {
         const bytes = Number(/^(\d+)\s*$/m.exec(job.stderr)?.[1]);

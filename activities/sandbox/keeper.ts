@@ -12,8 +12,9 @@ import type { MuxStream } from './exec.js';
  *  (the container keeps no log). A keeper of a container made with its stdin open
  *  (KEEPER_JOBS_WOKEN) sleeps on that stdin (`read -t`, a builtin: no fork while idle), and the
  *  caller, attached, sends a line once the request is in: it wakes at once and otherwise looks
- *  every 2 s (the read runs in a child it waits for, so orphans are reaped as they end). podman closes that stdin when the first attach that wrote to it ends (conmon runs
- *  without --leave-stdin-open), and a keeper at the end of its stdin — or without one
+ *  every 2 s (the read runs in a child it waits for, so orphans are reaped as they end). podman
+ *  closes that stdin when the first attach that wrote to it ends (conmon runs without
+ *  --leave-stdin-open), and a keeper at the end of its stdin — or without one
  *  (containers made before: /dev/null) — waits on a FIFO it alone holds and looks every 50 ms.
  *  A fast rollout's sandbox takes one job, its diff, just before it is removed: its keeper
  *  sleeps until then (16 idle polling keepers cost ~3% of a core more here). */
