@@ -3,14 +3,14 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { lenientParse } from '../core/lenientParser.js';
+import { lenientParse } from '../../core/lenientParser.js';
 import {
   FORMAT_REASONS,
   type FormatReason,
   checkRawOutput,
   decodeUtf8Strict,
   parseStrictJson,
-} from '../core/toolFormat.js';
+} from '../../core/toolFormat.js';
 import {
   type ToolCall,
   type ToolSpec,
@@ -18,8 +18,8 @@ import {
   canonicalCallKey,
   renderToolCall,
   validateAgainstRegistry,
-} from '../core/tools.js';
-import { rng } from './helpers/rng.js';
+} from '../../core/tools.js';
+import { rng } from '../helpers/rng.js';
 
 const reasons = FORMAT_REASONS.map((r) => r.reason) as [FormatReason, ...FormatReason[]];
 
@@ -36,7 +36,7 @@ const Entry = z.strictObject({
 });
 type Entry = z.infer<typeof Entry>;
 
-const corpusUrl = new URL('./fixtures/malformed-outputs.json', import.meta.url);
+const corpusUrl = new URL('../fixtures/malformed-outputs.json', import.meta.url);
 const corpus: Entry[] = z.array(Entry).parse(JSON.parse(readFileSync(corpusUrl, 'utf8')));
 
 function check(e: Entry) {
@@ -333,7 +333,7 @@ describe('lenient parser vs the raw gate', () => {
         ]),
       ),
     };
-    const outDir = new URL('./out/', import.meta.url);
+    const outDir = new URL('../out/', import.meta.url);
     mkdirSync(outDir, { recursive: true });
     writeFileSync(new URL('lenient-vs-raw.json', outDir), JSON.stringify({ summary, rows }, null, 2) + '\n');
     console.log(

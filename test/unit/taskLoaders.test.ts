@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadJsonl, selectTasks } from '../tasks/loaders.js';
+import { loadJsonl, selectTasks } from '../../tasks/loaders.js';
 
-const fixture = (f: string) => path.join(import.meta.dirname, 'fixtures', 'datasets', f);
+const fixture = (f: string) => path.join(import.meta.dirname, '..', 'fixtures', 'datasets', f);
 
 describe('task loaders', () => {
   it('parse SWE-bench rows (test lists as JSON strings)', () => {
@@ -24,7 +24,7 @@ describe('task loaders', () => {
     expect(gym.layout).toBe('swe-gym');
     expect(gym.source).toEqual({ kind: 'image', image: `docker.io/xingyaoww/sweb.eval.x86_64.${gym.instanceId.toLowerCase().replace(/__/g, '_s_')}:latest` });
     // an R2E-Gym row as published (test/fixtures/r2e: no instance id, tests in the image)
-    const r2e = loadJsonl(path.join(import.meta.dirname, 'fixtures', 'r2e', 'rows', 'r2e-gym.jsonl'), { onBadRow: 'fail' }).tasks[0];
+    const r2e = loadJsonl(path.join(import.meta.dirname, '..', 'fixtures', 'r2e', 'rows', 'r2e-gym.jsonl'), { onBadRow: 'fail' }).tasks[0];
     expect(r2e).toMatchObject({ layout: 'r2e-gym', repo: 'tinyfmt', testPatch: '', source: { kind: 'image', image: expect.stringMatching(/^namanjain12\/tinyfmt_final:/) } });
     expect(r2e.instanceId).toBe(`tinyfmt_${r2e.source.kind === 'image' ? r2e.source.image.split(':')[1] : ''}`);
     expect(Object.keys(r2e.expectedOutputs ?? {}).length).toBeGreaterThan(0);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { abortedByUpdate, attribute, emptyTurn, extendTurn, labelsAgree, resubmission, servable } from '../core/weightVersions.js';
+import { abortedByUpdate, attribute, emptyTurn, extendTurn, labelsAgree, resubmission, servable } from '../../core/weightVersions.js';
 
 /** The pure rules of floe-owned weight versions (core/weightVersions.ts), without Temporal. */
 

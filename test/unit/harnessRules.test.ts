@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { budgetGate, gateTurn, type Budgets, type RolloutState } from '../core/gates.js';
-import { conversation, renderObservation, SYSTEM_PROMPT, toolSchemas, truncateMiddle } from '../core/harness.js';
-import { endsTurn, nextPrompt, renderDrift, rolloutSequence } from '../core/tokenPath.js';
-import { detectShortcuts } from '../core/shortcuts.js';
-import { checkRawOutput } from '../core/toolFormat.js';
-import { renderToolCall } from '../core/tools.js';
-import { newRouterState, pickEngine, type EngineLoad } from '../core/router.js';
-import { groupAdvantages } from '../core/advantages.js';
-import { movingAverage, stressVerdict } from '../core/stress.js';
+import { budgetGate, gateTurn, type Budgets, type RolloutState } from '../../core/gates.js';
+import { conversation, renderObservation, SYSTEM_PROMPT, toolSchemas, truncateMiddle } from '../../core/harness.js';
+import { endsTurn, nextPrompt, renderDrift, rolloutSequence } from '../../core/tokenPath.js';
+import { detectShortcuts } from '../../core/shortcuts.js';
+import { checkRawOutput } from '../../core/toolFormat.js';
+import { renderToolCall } from '../../core/tools.js';
+import { newRouterState, pickEngine, type EngineLoad } from '../../core/router.js';
+import { groupAdvantages } from '../../core/advantages.js';
+import { movingAverage, stressVerdict } from '../../core/stress.js';
 
 const budgets: Budgets = { maxTurns: 3, maxTotalTokens: 1000, maxWallSeconds: 60 };
 const fresh = (): RolloutState => ({ turns: 1, tokens: 0, startedAtMs: 0, seenCalls: [] });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { isLocalHost, postgresExposureProblem, redactUrl, redactUrlsIn, urlCredentialsProblem } from '../core/exposure.js';
-import { ConfigError, parseRunConfig } from '../core/config.js';
-import { loadSettings } from '../infra/settings.js';
+import { isLocalHost, postgresExposureProblem, redactUrl, redactUrlsIn, urlCredentialsProblem } from '../../core/exposure.js';
+import { ConfigError, parseRunConfig } from '../../core/config.js';
+import { loadSettings } from '../../infra/settings.js';
 
 /** core/exposure.ts's rules, pure: passwords masked in printed URLs, a Postgres beyond loopback
  *  refused without a password or TLS (and loadSettings applying it), engine and trainer URLs

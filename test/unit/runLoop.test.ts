@@ -3,11 +3,11 @@ import {
   carried, chooseBatch, discardStale, evictionLanded, idle, loopGoesOn, masteredTasks, meanReward, newInFlight, newLoopState, noteHistoryLength,
   periodicEvaluationDue, planGroups, readyToContinueAsNew, rolloutFinished, setPool, transition, updateLanded,
   type Finished, type InFlight, type LoopConfig, type LoopState,
-} from '../core/runLoop.js';
-import { groupAdvantages } from '../core/advantages.js';
-import { retireDecisions, type EvictionDecision } from '../core/eviction.js';
-import { staleness } from '../core/staleness.js';
-import { rng } from './helpers/rng.js';
+} from '../../core/runLoop.js';
+import { groupAdvantages } from '../../core/advantages.js';
+import { retireDecisions, type EvictionDecision } from '../../core/eviction.js';
+import { staleness } from '../../core/staleness.js';
+import { rng } from '../helpers/rng.js';
 
 /** The training run's state machine (core/runLoop.ts), driven without Temporal by random
  *  event orders: rollouts finish in any order with any outcome, updates and evictions land

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 /** docker-compose.yml cannot run here (no Docker engine); check that it parses and that it
  *  names the services and ports the README describes. */
-const root = path.join(import.meta.dirname, '..');
+const root = path.join(import.meta.dirname, '..', '..');
 
 function readmeServices(): { service: string; port: string }[] {
   const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');

@@ -2,8 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { applyOverrides, ConfigError, parseRunConfig } from '../core/config.js';
-import { loadRunConfig } from '../cli/config.js';
+import { applyOverrides, ConfigError, parseRunConfig } from '../../core/config.js';
+import { loadRunConfig } from '../../cli/config.js';
 
 const tmp = (name: string, text: string) => {
   const f = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'floe-cfg-')), name);
@@ -63,7 +63,7 @@ describe('run config', () => {
   });
 
   it('parses every committed config, and the stress test keeps its recipe', () => {
-    const dir = path.join(import.meta.dirname, '..', 'configs');
+    const dir = path.join(import.meta.dirname, '..', '..', 'configs');
     const files = fs.readdirSync(dir).filter((f) => /\.(ya?ml|json)$/.test(f));
     expect(files).toContain('stress-test.yaml');
     for (const f of files) expect(() => loadRunConfig(path.join(dir, f))).not.toThrow();

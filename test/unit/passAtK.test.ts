@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { evaluationKey } from '../core/evaluationLabels.js';
-import { passAtK, poolPass, scoreTasks, solvedAtLeastOnce } from '../core/passAtK.js';
+import { evaluationKey } from '../../core/evaluationLabels.js';
+import { passAtK, poolPass, scoreTasks, solvedAtLeastOnce } from '../../core/passAtK.js';
 
 /** pass@k (core/passAtK.ts): the unbiased estimator of Chen et al. 2021, checked against the
  *  direct count over every k-subset of the attempts, and the stress-pool rule built on it. */

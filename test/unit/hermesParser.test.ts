@@ -6,7 +6,7 @@
 //                      hermes_detector.py @ 0a0c6dae19c4eeaeee2750d6f6f905051f2424ba
 //   volcengine/verl    verl/experimental/agent_loop/tool_parser.py @ 08cccdec073142777c0decc408ee582c37bafccf
 import { describe, expect, it } from 'vitest';
-import { parseHermes } from '../core/hermesParser.js';
+import { parseHermes } from '../../core/hermesParser.js';
 
 const ls = '{"name": "bash", "arguments": {"command": "ls"}}';
 const pwd = '{"name": "bash", "arguments": {"command": "pwd"}}';

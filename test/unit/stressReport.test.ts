@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { formatLayerTable, layerConfig, layersFlag, stressResult, type StressRun } from '../cli/stress.js';
-import { UsageError } from '../cli/args.js';
-import { loadRunConfig } from '../cli/config.js';
-import { parseRunConfig } from '../core/config.js';
-import { renderReportHtml } from '../report/html.js';
-import { NO_DIFFERENCE, lastThirdMean, layerDifferences, stressLayerRow, timeBreakdown } from '../report/stats.js';
-import type { RunSummary, StressLayerRow, UpdateRow } from '../report/types.js';
-import { repoRoot } from '../infra/settings.js';
+import { formatLayerTable, layerConfig, layersFlag, stressResult, type StressRun } from '../../cli/stress.js';
+import { UsageError } from '../../cli/args.js';
+import { loadRunConfig } from '../../cli/config.js';
+import { parseRunConfig } from '../../core/config.js';
+import { renderReportHtml } from '../../report/html.js';
+import { NO_DIFFERENCE, lastThirdMean, layerDifferences, stressLayerRow, timeBreakdown } from '../../report/stats.js';
+import type { RunSummary, StressLayerRow, UpdateRow } from '../../report/types.js';
+import { repoRoot } from '../../infra/settings.js';
 import path from 'node:path';
 
 /** `floe stress`'s layer comparison as pure functions over fixture summaries: the rows, the

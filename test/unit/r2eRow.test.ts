@@ -4,10 +4,10 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
   R2eRowError, isTestFile, normalizeStatusMap, parseLogPytest, parseR2eRow, parsedCommitPatch, ParsedCommitSchema,
-} from '../core/r2eRow.js';
+} from '../../core/r2eRow.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const rowsFile = path.join(here, 'fixtures', 'r2e', 'rows', 'r2e-gym.jsonl');
+const rowsFile = path.join(here, '..', 'fixtures', 'r2e', 'rows', 'r2e-gym.jsonl');
 const row = JSON.parse(fs.readFileSync(rowsFile, 'utf8').trim()) as Record<string, unknown>;
 const FIX = 'f554ccede8bf24bc2a8e50e6fe7d9c182ec6a774';
 

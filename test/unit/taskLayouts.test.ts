@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { hiddenImagePaths, imageLoadHint, publishedImage } from '../core/taskLayouts.js';
-import { detectLayout, parseTaskRow, SweRowSchema } from '../core/taskModel.js';
-import { repoDirOf, sandboxMemoryMb, sandboxTmpfs } from '../core/sandboxPolicy.js';
+import { hiddenImagePaths, imageLoadHint, publishedImage } from '../../core/taskLayouts.js';
+import { detectLayout, parseTaskRow, SweRowSchema } from '../../core/taskModel.js';
+import { repoDirOf, sandboxMemoryMb, sandboxTmpfs } from '../../core/sandboxPolicy.js';
 
 /** Dataset layouts (pure): image names as each dataset publishes them, layout detection, and
  *  where the repository lives in the sandbox. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseRunConfig } from '../core/config.js';
-import { lrAt } from '../core/lrSchedule.js';
+import { parseRunConfig } from '../../core/config.js';
+import { lrAt } from '../../core/lrSchedule.js';
 
 describe('lrAt: the trainer lr of each update', () => {
   it('constant (the default, and a config recorded before the schedule existed) is the configured lr at every update', () => {
