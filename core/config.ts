@@ -128,11 +128,23 @@ export const RunConfigSchema = z.strictObject({
     lrFinal: fraction.default(0.1).meta({
       description: 'The lr at the last update, as a fraction of `lr` (linear and cosine schedules only).',
     }),
+    weightDecay: z.number().nonnegative().default(0).meta({
+      description: 'AdamW\'s decoupled weight decay, applied at every optimizer step (each weight shrinks by lr × weightDecay of itself); 0 = none.',
+    }),
+    ratioMode: z.enum(['clip', 'truncate']).default('clip').meta({
+      description: 'How each token\'s importance ratio (its probability under the trainer\'s weights over its probability when it was sampled) enters the loss: \'clip\' = the PPO-style clipped surrogate, the ratio kept within [1 − clipLow, 1 + clipHigh]; \'truncate\' = the policy gradient weighted by the ratio capped at truncateCap (clipLow and clipHigh unused).',
+    }),
     clipLow: fraction.default(0.2).meta({
-      description: 'How far below 1 the importance ratio may go before it is clipped: the lower bound is 1 − clipLow.',
+      description: 'How far below 1 the importance ratio may go before it is clipped: the lower bound is 1 − clipLow (ratioMode \'clip\' only).',
     }),
     clipHigh: z.number().min(0).max(10).default(0.28).meta({
-      description: 'How far above 1 the importance ratio may go before it is clipped: the upper bound is 1 + clipHigh. With clipHigh above clipLow (asymmetric clipping) a token\'s probability may rise further in one update than it may fall.',
+      description: 'How far above 1 the importance ratio may go before it is clipped: the upper bound is 1 + clipHigh (ratioMode \'clip\' only). With clipHigh above clipLow (asymmetric clipping) a token\'s probability may rise further in one update than it may fall.',
+    }),
+    truncateCap: z.number().positive().default(2.0).meta({
+      description: 'The cap of the importance weight when ratioMode is \'truncate\' (ignored under \'clip\').',
+    }),
+    lossAgg: z.enum(['token-mean', 'seq-mean-token-mean']).default('token-mean').meta({
+      description: 'How token losses become the loss of an optimizer step: \'token-mean\' = the mean over every trained token of the minibatch (a long rollout weighs more); \'seq-mean-token-mean\' = each rollout\'s mean over its own tokens, then the mean over rollouts (every rollout weighs the same).',
     }),
     advantage: z.enum(['group', 'group-std', 'reward']).default('group-std').meta({
       description: 'The advantage estimator (core/advantages.ts): \'group\' = reward − group mean; \'group-std\' = that ÷ the group\'s standard deviation; \'reward\' = the reward itself (learn only from successes: with 0/1 rewards, failed attempts get no gradient). Every token of a rollout shares its advantage.',
@@ -146,7 +158,13 @@ export const RunConfigSchema = z.strictObject({
     minibatches: positiveInt.max(64).default(1).meta({
       description: 'Optimizer steps per pass: the batch is split into this many minibatches of whole groups (at most one step per group). An update takes epochs × minibatches steps.',
     }),
-  }).prefault({}).meta({ description: 'The trainer, and how each weight update trains.' }),
+    gradClip: z.number().positive().default(1.0).meta({
+      description: 'Global gradient-norm clip: before each optimizer step, gradients whose combined L2 norm exceeds this are scaled down to it.',
+    }),
+    microBatchTokens: positiveInt.default(16384).meta({
+      description: 'Token budget of a micro-batch: the samples of each optimizer step are packed into micro-batches of about this many tokens, run one after another with gradients accumulated (on the sharded trainer with packing, one packed sequence each). Bounds the trainer\'s memory; the gradient does not depend on it.',
+    }),
+  }).prefault({}).meta({ description: 'The trainer, and how each weight update trains. The settings it applies at a step have their one default here: the Python trainer requires them in every step and has none of its own. The advantages are computed by floe (core/advantages.ts) and sent with the batch.' }),
   rollout: z.strictObject({
     systemPrompt: z.string().min(1).default(SYSTEM_PROMPT).meta({
       description: 'The system message of every conversation (the issue is the user message). Default: SYSTEM_PROMPT in core/harness.ts, which spells out the tool-call format.',
