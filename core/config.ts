@@ -68,7 +68,7 @@ export const RunConfigSchema = z.strictObject({
   }).prefault({}).meta({ description: 'The task pool: where the tasks come from and which of them the run trains on.' }),
   policy: z.strictObject({
     model: z.string().min(1).default('tiny').meta({
-      description: '\'tiny\' (the byte-level policy; \'tiny:k=v,…\' sets its shape), or \'hf:<config.json | model folder | model_type:k=v,…>\' for a Hugging Face model (docs/guides/models.md).',
+      description: '\'tiny\' (the byte-level policy; `tiny:k=v,…` sets its shape), or `hf:<config.json | model folder | model_type:k=v,…>` for a Hugging Face model (docs/guides/models.md).',
     }),
     tokenizer: z.string().min(1).default('byte').meta({
       description: 'The model\'s tokenizer: \'byte\' (required by, and only for, the tiny policy), a Hugging Face tokenizer folder, or builtin:NAME (FLOE_HOME/tokenizers/NAME, built offline by `floe up`: builtin:qwen3.6).',
@@ -251,7 +251,7 @@ export const RunConfigSchema = z.strictObject({
       description: 'true: a malformed or duplicate turn, or an exhausted budget, ends the rollout with reward 0 and a reason. false (hint-and-continue): such a turn gets an error observation, counts against rollout.maxTurns, and the rollout goes on; when the budget runs out the final state of the repository is graded (its diff extracted, as SWE-agent / OpenHands-style harnesses grade whatever the repository holds).',
     }),
     rawFormatCheck: z.boolean().default(true).meta({
-      description: 'true: core/toolFormat.ts checks the raw output (ids → text, before any parser) and only a turn it accepts runs. false: a Hermes-style parser (core/hermesParser.ts, as vLLM\'s, SGLang\'s and verl\'s) decides what runs: every <tool_call> whose body is standard JSON runs, text around it is ignored, a cut-off call that parses is accepted. The raw verdict is recorded for every turn either way (turns.format_ok).',
+      description: 'true: core/toolFormat.ts checks the raw output (ids → text, before any parser) and only a turn it accepts runs. false: a Hermes-style parser (core/hermesParser.ts, as vLLM\'s, SGLang\'s and verl\'s) decides what runs: every `<tool_call>` whose body is standard JSON runs, text around it is ignored, a cut-off call that parses is accepted. The raw verdict is recorded for every turn either way (turns.format_ok).',
     }),
     explicitSubmit: z.boolean().default(true).meta({
       description: 'true: only a `submit` call reaches grading (a budget running out earns 0 under the gate). false: the rollout also ends and is graded when the model answers without a tool call or the budget runs out: the repository\'s final state is graded, as peer harnesses do.',
@@ -295,7 +295,7 @@ export const RunConfigSchema = z.strictObject({
     }),
   }).prefault({}).meta({ description: 'The sandbox containers in which the agent\'s commands and the grading run: their limits and their host.' }),
 }).meta({
-  description: 'One schema for a run\'s config. Defaults fit the embedded setup (one machine, tiny CPU policy, toy tasks). Validated at start-up by `floe run start`; an invalid field is named with its path before anything runs.',
+  description: 'The configuration of a training run: one schema, shared by every command that takes a run config. Defaults fit the embedded setup (one machine, tiny CPU policy, toy tasks). Validated when a run starts: an invalid field is named with its path before anything runs.',
 });
 
 export type RunConfig = z.infer<typeof RunConfigSchema>;
