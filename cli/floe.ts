@@ -1,4 +1,5 @@
 #!/usr/bin/env -S npx tsx
+import fs from 'node:fs';
 import path from 'node:path';
 import { loadSettings, repoRoot } from '../infra/settings.js';
 import { doctor, down, up } from '../infra/up.js';
@@ -7,7 +8,8 @@ import { temporalClient } from '../workers/connect.js';
 import { getRunStatus, listRuns, pause, resume, startRun, stop, webUiLink, runWorkflowId } from '../client/runs.js';
 import { flag, parseArgs, UsageError } from './args.js';
 import { loadRunConfig } from './config.js';
-import { ConfigError } from '../core/config.js';
+import { ConfigError, RunConfigSchema } from '../core/config.js';
+import { CONFIG_DOC_FILE, renderConfigDoc } from '../core/configDoc.js';
 import { runDemo } from './demo.js';
 import { writeReport } from '../report/write.js';
 import { dbPool, closeDbPool } from '../store/pool.js';
@@ -38,6 +40,9 @@ usage:
                                                           (one task id per line, or a JSON array), toy, pool:RUN_ID
                                                           or heldout:RUN_ID; --tasks again adds a list
   floe report <run-id> [--out DIR]                        static HTML report + summary.json of a run
+  floe config docs [--write]                              the run config reference: every field's type, default
+                                                          and meaning, from its schema (core/config.ts); --write
+                                                          writes ${CONFIG_DOC_FILE}
   floe engine probe <url> [--kind reference|vllm|sglang] [--json]
                                                           check each capability floe needs of a running
                                                           inference server, with the flag that fixes it
@@ -52,6 +57,8 @@ usage:
 
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
+  // the reference is the schema alone: it needs no settings (no Postgres, no Temporal)
+  if (cmd === 'config') return configCommand(rest);
   const s = loadSettings();
   switch (cmd) {
     case 'up': {
@@ -173,6 +180,23 @@ async function main(argv: string[]): Promise<number> {
     default:
       throw new UsageError(`unknown command '${cmd}'`);
   }
+}
+
+/** `floe config docs [--write]`: the run config reference, printed or written to its file. */
+function configCommand(argv: string[]): number {
+  const [sub, ...rest] = argv;
+  const p = parseArgs(rest, { write: 'bool' });
+  if (sub !== 'docs' || p.positional.length) throw new UsageError('usage: floe config docs [--write]');
+  const doc = renderConfigDoc(RunConfigSchema);
+  if (!flag(p, 'write')) {
+    process.stdout.write(doc);
+    return 0;
+  }
+  const file = path.join(repoRoot, CONFIG_DOC_FILE);
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, doc);
+  console.log(`wrote ${CONFIG_DOC_FILE}`);
+  return 0;
 }
 
 async function runCommand(argv: string[]): Promise<number> {

@@ -2,10 +2,6 @@ import { z } from 'zod';
 import { SYSTEM_PROMPT } from './harness.js';
 import { redactUrlsIn, urlCredentialsProblem } from './exposure.js';
 
-/** One schema for a run's config. Defaults fit the embedded setup (one machine, tiny CPU
- *  policy, toy tasks). Validated at start-up by `floe run start`; an invalid field is named
- *  with its path before anything runs. */
-
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
 const fraction = z.number().min(0).max(1);
@@ -16,184 +12,290 @@ const withoutCredentials = (u: string, ctx: z.RefinementCtx) => {
   if (problem) ctx.addIssue({ code: 'custom', message: problem });
 };
 
+// Every field and section carries its meaning as `.meta({ description })`, the metadata zod's
+// registry and z.toJSONSchema read; core/configDoc.ts renders them into docs/configuration.md
+// and refuses a field without one.
+
 export const EngineSchema = z.strictObject({
-  id: z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'lower-case letters, digits, - and _'),
-  url: z.url().superRefine(withoutCredentials),
-  /** Task queue of the gpu worker on the node this engine runs on. */
-  node: z.string().min(1).default('local'),
-  /** The server at `url`: floe's reference engine, or an unmodified vLLM or SGLang server
-   *  (README "Bring your own engine" has their flags; `floe engine probe <url>` checks one). */
-  kind: z.enum(['reference', 'vllm', 'sglang']).default('reference'),
-});
+  id: z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'lower-case letters, digits, - and _').meta({
+    description: 'Name of the engine in the router, the metrics and the audit history (lower-case letters, digits, - and _); one per engine.',
+  }),
+  url: z.url().superRefine(withoutCredentials).meta({
+    description: 'Base URL of the inference server, as the control workers reach it. No user:password@ in it: floe sends no credentials, and the config is kept in Postgres and in Temporal\'s history.',
+  }),
+  node: z.string().min(1).default('local').meta({
+    description: 'The node this engine runs on: its gpu worker (task queue floe-gpu@NODE, started by `floe worker gpu --node NODE`) loads each new weight version into the engine.',
+  }),
+  kind: z.enum(['reference', 'vllm', 'sglang']).default('reference').meta({
+    description: 'The server at `url`: floe\'s reference engine, or an unmodified vLLM or SGLang server (docs/guides/engines.md has their flags; `floe engine probe <url>` checks one).',
+  }),
+}).meta({ description: 'An inference server the run generates with.' });
 
 export const RunConfigSchema = z.strictObject({
-  name: z.string().min(1).max(100).default('stress-test'),
-  seed: nonNegInt.default(0),
+  name: z.string().min(1).max(100).default('stress-test').meta({
+    description: 'Name of the run. The run id is its slug (lower-case, at most 40 characters) plus the start time and 4 random characters; reports and `floe run list` show it.',
+  }),
+  seed: nonNegInt.default(0).meta({
+    description: 'Base of every sampling seed: each generation request\'s seed is derived from it and the group, attempt and turn, and evaluations derive theirs the same way. Also seeds the warm start and the engines and trainer that `floe demo` starts.',
+  }),
   tasks: z.strictObject({
-    /** 'toy' = the suite under tasks/toy, or a path to a JSONL file of SWE-bench-style rows. */
-    source: z.string().min(1).default('toy'),
-    /** The published layout of the rows (names each row's image, picks its harness): 'auto'
-     *  tells R2E-Gym and SWE-rebench rows by their columns and reads the rest as SWE-bench;
-     *  SWE-Gym rows look like SWE-bench's, so name them. */
-    layout: z.enum(['auto', 'swe-bench', 'swe-gym', 'swe-rebench', 'r2e-gym']).default('auto'),
-    /** Restrict to these instance ids (empty = all). */
-    include: z.array(z.string()).default([]),
-    /** Use at most this many tasks (0 = all). */
-    limit: nonNegInt.default(0),
-    /** Drop tasks whose tests are known to accept a wrong patch (data audit / metadata). */
-    excludeLooseTests: z.boolean().default(true),
-    onBadRow: z.enum(['skip', 'fail']).default('fail'),
-    /** Train on a data audit's version of the dataset (`floe audit`, table task_audits):
-     *  'original', 'curated' (only the tasks that passed) or 'strengthened' (those plus the
-     *  tasks that accepted a wrong patch, with the audit's stronger tests). Absent: no audit. */
-    audit: z.strictObject({ id: z.string().min(1), use: z.enum(['original', 'curated', 'strengthened']) }).optional(),
-  }).prefault({}),
+    source: z.string().min(1).default('toy').meta({
+      description: '\'toy\' = the suite under tasks/toy, or a path to a JSONL file of SWE-bench-style rows (docs/guides/tasks.md).',
+    }),
+    layout: z.enum(['auto', 'swe-bench', 'swe-gym', 'swe-rebench', 'r2e-gym']).default('auto').meta({
+      description: 'The published layout of the rows, which names each row\'s image and picks its harness: \'auto\' tells R2E-Gym and SWE-rebench rows by their columns and reads the rest as SWE-bench; SWE-Gym rows look like SWE-bench\'s, so name them. `floe tasks check` shows the layout of each row.',
+    }),
+    include: z.array(z.string()).default([]).meta({
+      description: 'Train only on these instance ids (empty = all); an id the source does not hold refuses the run. Must not share an id with evaluation.heldOut.',
+    }),
+    limit: nonNegInt.default(0).meta({
+      description: 'Use at most this many tasks (0 = all): the first ones of the source, after `include`, `excludeLooseTests` and the held-out tasks are taken out.',
+    }),
+    excludeLooseTests: z.boolean().default(true).meta({
+      description: 'Leave out tasks whose tests are known to accept a wrong patch (marked by the data audit or in the row\'s metadata).',
+    }),
+    onBadRow: z.enum(['skip', 'fail']).default('fail').meta({
+      description: 'A row that cannot be read as a task: \'fail\' refuses the run, naming every bad row; \'skip\' leaves such rows out.',
+    }),
+    audit: z.strictObject({
+      id: z.string().min(1).meta({ description: 'The audit\'s id, as `floe audit` prints it.' }),
+      use: z.enum(['original', 'curated', 'strengthened']).meta({
+        description: '\'original\': the tasks as they are; \'curated\': only the tasks that passed the audit; \'strengthened\': those plus the tasks that accepted a wrong patch, with the audit\'s stronger tests.',
+      }),
+    }).optional().meta({
+      description: 'Train on a data audit\'s version of the dataset (`floe audit`, table task_audits). Absent: no audit.',
+    }),
+  }).prefault({}).meta({ description: 'The task pool: where the tasks come from and which of them the run trains on.' }),
   policy: z.strictObject({
-    /** 'tiny' (the byte-level policy), or 'hf:<config.json | model folder | model_type:k=v,…>'. */
-    model: z.string().min(1).default('tiny'),
-    /** The model's tokenizer: 'byte' (tiny), a Hugging Face tokenizer folder, or builtin:NAME
-     *  (FLOE_HOME/tokenizers/NAME, built offline by `floe up`: builtin:qwen3.6). */
-    tokenizer: z.string().min(1).default('byte'),
-    /** A .jinja chat template; '' = the tokenizer folder's own (the byte tokenizer has none:
-     *  configs/templates/plain.jinja). Shared by rollouts and the warm start. */
-    chatTemplate: z.string().default(''),
-    /** Longest token sequence (a whole rollout) the model takes. */
-    contextTokens: positiveInt.default(1024),
-    /** Starting checkpoint; empty = the SFT warm start on the pool's gold trajectories
-     *  (built by `floe demo`, cached by content). */
-    checkpoint: z.string().default(''),
-    warmStartSteps: positiveInt.max(100000).default(300),
-    warmStartLr: z.number().positive().max(1).default(1e-3),
-    temperature: z.number().positive().max(5).default(1),
-    topP: z.number().gt(0).max(1).default(1),
-    maxTokensPerTurn: positiveInt.max(32768).default(160),
-  }).prefault({}),
+    model: z.string().min(1).default('tiny').meta({
+      description: '\'tiny\' (the byte-level policy; `tiny:k=v,…` sets its shape), or `hf:<config.json | model folder | model_type:k=v,…>` for a Hugging Face model (docs/guides/models.md).',
+    }),
+    tokenizer: z.string().min(1).default('byte').meta({
+      description: 'The model\'s tokenizer: \'byte\' (required by, and only for, the tiny policy), a Hugging Face tokenizer folder, or builtin:NAME (FLOE_HOME/tokenizers/NAME, built offline by `floe up`: builtin:qwen3.6).',
+    }),
+    chatTemplate: z.string().default('').meta({
+      description: 'A .jinja chat template (path from the repository root); \'\' = the tokenizer folder\'s own (the byte tokenizer has none: configs/templates/plain.jinja). Shared by rollouts and the warm start.',
+    }),
+    contextTokens: positiveInt.default(1024).meta({
+      description: 'Longest token sequence the model takes: a whole rollout (system prompt, issue, every turn and observation). The warm start leaves out gold trajectories longer than this; keep rollout.maxTotalTokens within it.',
+    }),
+    checkpoint: z.string().default('').meta({
+      description: 'Starting weights (a checkpoint folder) of the engines and trainer floe starts itself (`floe demo`, `floe stress`, `floe eval`); empty = the SFT warm start on the pool\'s gold trajectories (built by `floe demo`, cached by content). Servers you run yourself load their own weights.',
+    }),
+    warmStartSteps: positiveInt.max(100000).default(300).meta({
+      description: 'Optimizer steps of the SFT warm start (used only when `checkpoint` is empty). Fewer steps give a weaker starting policy.',
+    }),
+    warmStartLr: z.number().positive().max(1).default(1e-3).meta({
+      description: 'Learning rate of the SFT warm start (used only when `checkpoint` is empty).',
+    }),
+    temperature: z.number().positive().max(5).default(1).meta({
+      description: 'Sampling temperature of every generation request (training rollouts and evaluations).',
+    }),
+    topP: z.number().gt(0).max(1).default(1).meta({
+      description: 'Nucleus sampling: each token is drawn from the most likely tokens whose probabilities add up to this (1 = from all).',
+    }),
+    maxTokensPerTurn: positiveInt.max(32768).default(160).meta({
+      description: 'Most tokens the model generates in one turn (each request\'s max new tokens). `floe demo` also leaves out tasks whose gold replies do not fit it.',
+    }),
+  }).prefault({}).meta({ description: 'The model being trained: its weights, tokenizer, chat template and sampling.' }),
   engines: z.strictObject({
-    /** Embedded engines floe starts itself (0 when `endpoints` lists external ones). */
-    count: nonNegInt.max(16).default(2),
-    endpoints: z.array(EngineSchema).default([]),
-    router: z.enum(['least-loaded', 'sticky', 'round-robin']).default('least-loaded'),
-    /** Consecutive failures before an engine is taken out of rotation until healthy. */
-    unhealthyAfter: positiveInt.default(2),
-  }).prefault({}),
+    count: nonNegInt.max(16).default(2).meta({
+      description: 'Reference engines that `floe demo`, `floe stress` and `floe eval` start on this machine; 0 when `endpoints` lists servers of your own (`floe run start` starts none).',
+    }),
+    endpoints: z.array(EngineSchema).default([]).meta({
+      description: 'The inference servers the run generates with. `floe run start` needs at least one; `floe demo` fills it with the engines it starts when empty.',
+    }),
+    router: z.enum(['least-loaded', 'sticky', 'round-robin']).default('least-loaded').meta({
+      description: 'Placement of generation requests (core/router.ts): \'least-loaded\' = the healthy engine with the least outstanding work, per request; \'sticky\' = a rollout stays on one engine, chosen by its group for prefix-cache reuse; \'round-robin\' = engines in turn, blind to load. The placement layer of the recipe.',
+    }),
+    unhealthyAfter: positiveInt.default(2).meta({
+      description: 'Consecutive failed requests after which an engine is taken out of rotation until it answers again.',
+    }),
+  }).prefault({}).meta({ description: 'The inference engines: how many floe starts, which servers to use, and how requests are placed on them.' }),
   trainer: z.strictObject({
-    url: z.string().superRefine(withoutCredentials).default(''),
-    node: z.string().min(1).default('local'),
-    lr: z.number().positive().max(1).default(3e-4),
-    /** The lr over the run (core/lrSchedule.ts): constant, or decaying from `lr` at the first
-     *  update to `lr × lrFinal` at the last (training.updates), linearly or on a half cosine. */
-    lrSchedule: z.enum(['constant', 'linear', 'cosine']).default('constant'),
-    lrFinal: fraction.default(0.1),
-    clipLow: fraction.default(0.2),
-    clipHigh: z.number().min(0).max(10).default(0.28),
-    /** group: reward − group mean; group-std: also ÷ group std; reward: the reward itself (learn
-     *  only from successes — with 0/1 rewards, failed attempts get no gradient). */
-    advantage: z.enum(['group', 'group-std', 'reward']).default('group-std'),
-    /** Negative advantages are multiplied by this (0 = failed attempts push nothing down). */
-    negativeScale: fraction.default(1),
-    /** Passes over each batch, and optimizer steps per pass (whole groups per step). */
-    epochs: positiveInt.max(16).default(1),
-    minibatches: positiveInt.max(64).default(1),
-  }).prefault({}),
+    url: z.string().superRefine(withoutCredentials).default('').meta({
+      description: 'Base URL of the trainer server (python -m floe_engine.trainer_server), as the gpu worker on `node` reaches it (a loopback address works there). \'\' = none: `floe demo` starts one, `floe run start` refuses the run. No user:password@ in it.',
+    }),
+    node: z.string().min(1).default('local').meta({
+      description: 'The node the trainer runs on: its gpu worker (task queue floe-gpu@NODE, `floe worker gpu --node NODE`) sends each weight update to the trainer.',
+    }),
+    lr: z.number().positive().max(1).default(3e-4).meta({
+      description: 'Learning rate of AdamW at the first update; lrSchedule sets it for the later ones. `floe demo` also starts its trainer with it.',
+    }),
+    lrSchedule: z.enum(['constant', 'linear', 'cosine']).default('constant').meta({
+      description: 'The lr over the run (core/lrSchedule.ts): constant, or decaying from `lr` at the first update to `lr × lrFinal` at the last (training.updates), linearly or on a half cosine.',
+    }),
+    lrFinal: fraction.default(0.1).meta({
+      description: 'The lr at the last update, as a fraction of `lr` (linear and cosine schedules only).',
+    }),
+    weightDecay: z.number().nonnegative().default(0).meta({
+      description: 'AdamW\'s decoupled weight decay, applied at every optimizer step (each weight shrinks by lr × weightDecay of itself); 0 = none.',
+    }),
+    ratioMode: z.enum(['clip', 'truncate']).default('clip').meta({
+      description: 'How each token\'s importance ratio (its probability under the trainer\'s weights over its probability when it was sampled) enters the loss: \'clip\' = the PPO-style clipped surrogate, the ratio kept within [1 − clipLow, 1 + clipHigh]; \'truncate\' = the policy gradient weighted by the ratio capped at truncateCap (clipLow and clipHigh unused).',
+    }),
+    clipLow: fraction.default(0.2).meta({
+      description: 'How far below 1 the importance ratio may go before it is clipped: the lower bound is 1 − clipLow (ratioMode \'clip\' only).',
+    }),
+    clipHigh: z.number().min(0).max(10).default(0.28).meta({
+      description: 'How far above 1 the importance ratio may go before it is clipped: the upper bound is 1 + clipHigh (ratioMode \'clip\' only). With clipHigh above clipLow (asymmetric clipping) a token\'s probability may rise further in one update than it may fall.',
+    }),
+    truncateCap: z.number().positive().default(2.0).meta({
+      description: 'The cap of the importance weight when ratioMode is \'truncate\' (ignored under \'clip\').',
+    }),
+    lossAgg: z.enum(['token-mean', 'seq-mean-token-mean']).default('token-mean').meta({
+      description: 'How token losses become the loss of an optimizer step: \'token-mean\' = the mean over every trained token of the minibatch (a long rollout weighs more); \'seq-mean-token-mean\' = each rollout\'s mean over its own tokens, then the mean over rollouts (every rollout weighs the same).',
+    }),
+    advantage: z.enum(['group', 'group-std', 'reward']).default('group-std').meta({
+      description: 'The advantage estimator (core/advantages.ts): \'group\' = reward − group mean; \'group-std\' = that ÷ the group\'s standard deviation; \'reward\' = the reward itself (learn only from successes: with 0/1 rewards, failed attempts get no gradient). Every token of a rollout shares its advantage.',
+    }),
+    negativeScale: fraction.default(1).meta({
+      description: 'Negative advantages are multiplied by this (0 = failed attempts push nothing down).',
+    }),
+    epochs: positiveInt.max(16).default(1).meta({
+      description: 'Passes over each update\'s batch.',
+    }),
+    minibatches: positiveInt.max(64).default(1).meta({
+      description: 'Optimizer steps per pass: the batch is split into this many minibatches of whole groups (at most one step per group). An update takes epochs × minibatches steps.',
+    }),
+    gradClip: z.number().positive().default(1.0).meta({
+      description: 'Global gradient-norm clip: before each optimizer step, gradients whose combined L2 norm exceeds this are scaled down to it.',
+    }),
+    microBatchTokens: positiveInt.default(16384).meta({
+      description: 'Token budget of a micro-batch: the samples of each optimizer step are packed into micro-batches of about this many tokens, run one after another with gradients accumulated (on the sharded trainer with packing, one packed sequence each). Bounds the trainer\'s memory; the gradient does not depend on it.',
+    }),
+  }).prefault({}).meta({ description: 'The trainer, and how each weight update trains. The settings it applies at a step have their one default here: the Python trainer requires them in every step and has none of its own. The advantages are computed by floe (core/advantages.ts) and sent with the batch.' }),
   rollout: z.strictObject({
-    /** The system message of every conversation (the issue is the user message). */
-    systemPrompt: z.string().min(1).default(SYSTEM_PROMPT),
-    /** G: attempts per task in a group (advantages are relative within a group). */
-    groupSize: positiveInt.max(64).default(8),
-    /** Rollouts in flight at once. */
-    maxInFlight: positiveInt.max(4096).default(16),
-    maxTurns: positiveInt.max(200).default(4),
-    maxTotalTokens: positiveInt.default(2048),
-    maxWallSeconds: positiveInt.default(120),
-    /** Observation text shown to the model is truncated to this many characters. */
-    maxObservationChars: positiveInt.default(400),
-  }).prefault({}),
+    systemPrompt: z.string().min(1).default(SYSTEM_PROMPT).meta({
+      description: 'The system message of every conversation (the issue is the user message). Default: SYSTEM_PROMPT in core/harness.ts, which spells out the tool-call format.',
+    }),
+    groupSize: positiveInt.max(64).default(8).meta({
+      description: 'G: attempts per task in a group (advantages are relative within a group).',
+    }),
+    maxInFlight: positiveInt.max(4096).default(16).meta({
+      description: 'Rollouts in flight at once (also the concurrency of evaluations). Groups start whole, so keep it at least groupSize.',
+    }),
+    maxTurns: positiveInt.max(200).default(4).meta({
+      description: 'Model turns per rollout at most; the rollout then ends as out of budget (what that earns: recipe.rewardGate and recipe.explicitSubmit).',
+    }),
+    maxTotalTokens: positiveInt.default(2048).meta({
+      description: 'Conversation length at most, in tokens (prompt and completion of the latest turn); checked before and after each turn, a longer one ends as out of budget. Keep it within policy.contextTokens.',
+    }),
+    maxWallSeconds: positiveInt.default(120).meta({
+      description: 'Wall-clock seconds per rollout, from its start; checked before each turn, past it the rollout ends as out of budget. Grading is not counted.',
+    }),
+    maxObservationChars: positiveInt.default(400).meta({
+      description: 'Observation text shown to the model is cut to this many characters (its head and tail kept).',
+    }),
+  }).prefault({}).meta({ description: 'One rollout: the conversation, its group and its budgets.' }),
   training: z.strictObject({
-    /** Groups per weight update. */
-    groupsPerUpdate: positiveInt.default(4),
-    /** Updates to run (the stop condition of the main job). */
-    updates: positiveInt.max(100000).default(60),
-    /** A rollout is stale, and discarded, when the policy advanced more than this many
-     *  versions since its first token. */
-    maxOffPolicySteps: nonNegInt.default(2),
-    /** Continue-as-new after this many workflow history events (Temporal limits at 50k). */
-    historyEventLimit: positiveInt.default(8000),
-  }).prefault({}),
-  /** Frozen-weight evaluations of the pool (workflows/evaluation.ts; table evaluations):
-   *  `attempts` (k) tries per task with the engines' current weights and no update meanwhile,
-   *  scored pass@1 and pass@k. */
+    groupsPerUpdate: positiveInt.default(4).meta({
+      description: 'Groups per weight update: each update trains on the oldest this-many finished groups (groupsPerUpdate × rollout.groupSize rollouts, fewer where stale ones were dropped).',
+    }),
+    updates: positiveInt.max(100000).default(60).meta({
+      description: 'Updates to run (the stop condition of the main job, and the length of trainer.lrSchedule).',
+    }),
+    maxOffPolicySteps: nonNegInt.default(2).meta({
+      description: 'A rollout is stale, and discarded, when the policy advanced more than this many versions since its first token (0 = on-policy only); a group left with fewer than two rollouts is dropped whole.',
+    }),
+    historyEventLimit: positiveInt.default(8000).meta({
+      description: 'Continue-as-new after this many workflow history events (Temporal limits at 50k).',
+    }),
+  }).prefault({}).meta({ description: 'The training loop: how many updates, how big each is, and how stale a rollout may be.' }),
   evaluation: z.strictObject({
-    attempts: positiveInt.max(64).default(4),
-    /** Before the first rollout of training, with the starting weights. */
-    atStart: z.boolean().default(false),
-    /** After the last update landed, with the final weights. */
-    atEnd: z.boolean().default(false),
-    /** Train only on the tasks the starting policy solves at least once in `attempts` (the
-     *  published stress-pool rule; needs atStart). */
-    poolFromStart: z.boolean().default(false),
-    /** Every this many updates (0: never), a frozen-weight evaluation inside the run: the
-     *  `heldOut` tasks (label 'periodic'), and the tasks eviction has retired so far (label
-     *  'retired': the forgetting check). The loop starts no update meanwhile. */
-    every: nonNegInt.default(0),
-    /** Task ids training never sees, scored by the periodic evaluation (from tasks.source). */
-    heldOut: z.array(z.string().min(1)).default([]),
-  }).prefault({}),
+    attempts: positiveInt.max(64).default(4).meta({
+      description: 'k: attempts per task of every evaluation, scored pass@1 and pass@k.',
+    }),
+    atStart: z.boolean().default(false).meta({
+      description: 'Evaluate before the first rollout of training, with the starting weights.',
+    }),
+    atEnd: z.boolean().default(false).meta({
+      description: 'Evaluate after the last update landed, with the final weights.',
+    }),
+    poolFromStart: z.boolean().default(false).meta({
+      description: 'Train only on the tasks the starting policy solves at least once in `attempts` (the published stress-pool rule; needs atStart).',
+    }),
+    every: nonNegInt.default(0).meta({
+      description: 'Every this many updates (0: never), an evaluation inside the run: the `heldOut` tasks (label \'periodic\'), and the tasks eviction has retired so far (label \'retired\': the forgetting check). The loop starts no update meanwhile.',
+    }),
+    heldOut: z.array(z.string().min(1)).default([]).meta({
+      description: 'Task ids (from tasks.source) training never sees, scored by the periodic evaluation: needs `every` > 0, and none may be in tasks.include.',
+    }),
+  }).prefault({}).meta({
+    description: 'Frozen-weight evaluations of the pool (workflows/evaluation.ts; table evaluations): `attempts` (k) tries per task with the engines\' current weights and no update meanwhile, scored pass@1 and pass@k.',
+  }),
   eviction: z.strictObject({
-    enabled: z.boolean().default(true),
-    /** Retire as mastered when all of the last k attempts were solved. */
-    masteredK: positiveInt.default(16),
-    /** Retire as hopeless when none of the last m attempts was solved. */
-    hopelessM: positiveInt.default(32),
-    /** Re-score retired tasks every R updates with the current weights. */
-    recheckEvery: positiveInt.default(10),
-    recheckAttempts: positiveInt.default(4),
-    /** Revive a mastered task when its recheck success rate falls below this. */
-    reviveBelow: fraction.default(0.75),
-  }).prefault({}),
-  /** The recipe's layers (DESIGN.md "The recipe"; README "Recipe layers"), each a switch, all on
-   *  by default. A layer switched off behaves as the public harnesses do, with no extra tuning.
-   *  Layers switched elsewhere: placement = engines.router, the staleness bound =
-   *  training.maxOffPolicySteps, the advantage estimator = trainer.advantage, eviction =
-   *  eviction.enabled. Presets for the published ablation: core/recipeLayers.ts. */
+    enabled: z.boolean().default(true).meta({
+      description: 'Retire tasks by the rules below (the eviction layer of the recipe); false: every task stays in the pool.',
+    }),
+    masteredK: positiveInt.default(16).meta({
+      description: 'Retire a task as mastered when all of its last masteredK training attempts were solved.',
+    }),
+    hopelessM: positiveInt.default(32).meta({
+      description: 'Retire a task as hopeless when none of its last hopelessM training attempts was solved.',
+    }),
+    recheckEvery: positiveInt.default(10).meta({
+      description: 'Re-score a retired task every this many updates with the current weights (with recipe.recheck on).',
+    }),
+    recheckAttempts: positiveInt.default(4).meta({
+      description: 'Attempts per task in each recheck.',
+    }),
+    reviveBelow: fraction.default(0.75).meta({
+      description: 'Revive a mastered task when its recheck success rate falls below this (a hopeless one is revived when any recheck attempt succeeds).',
+    }),
+  }).prefault({}).meta({
+    description: 'Retiring tasks that no longer teach (solved every time, or never), so the budget goes where it still does; rechecks revive those that regress. At least one task always stays active.',
+  }),
   recipe: z.strictObject({
-    /** true: a malformed or duplicate turn, or an exhausted budget, ends the rollout with reward
-     *  0 and a reason. false (hint-and-continue): such a turn gets an error observation, counts
-     *  against rollout.maxTurns, and the rollout goes on; when the budget runs out the final
-     *  state of the repository is graded (its diff extracted, as SWE-agent / OpenHands-style
-     *  harnesses grade whatever the repository holds). */
-    rewardGate: z.boolean().default(true),
-    /** true: core/toolFormat.ts checks the raw output (ids → text, before any parser) and only
-     *  a turn it accepts runs. false: a Hermes-style parser (core/hermesParser.ts, as vLLM's,
-     *  SGLang's and verl's) decides what runs: every <tool_call> whose body is standard JSON
-     *  runs, text around it is ignored, a cut-off call that parses is accepted. The raw verdict
-     *  is recorded for every turn either way (turns.format_ok). */
-    rawFormatCheck: z.boolean().default(true),
-    /** true: only a `submit` call reaches grading (a budget running out earns 0 under the gate).
-     *  false: the rollout also ends and is graded when the model answers without a tool call
-     *  or the budget runs out: the repository's final state is graded, as peer harnesses do. */
-    explicitSubmit: z.boolean().default(true),
-    /** true: after loading new weights every engine rebuilds its caches (prefix/KV cache reset;
-     *  the reference engine recomputes running sequences under the new weights). false: the
-     *  engine loads the weights and keeps its caches (K/V computed by the old weights). */
-    cacheRebuild: z.boolean().default(true),
-    /** true: retired tasks are re-scored every eviction.recheckEvery updates and revived if they
-     *  regress. false: retired tasks stay retired. */
-    recheck: z.boolean().default(true),
-  }).prefault({}),
+    rewardGate: z.boolean().default(true).meta({
+      description: 'true: a malformed or duplicate turn, or an exhausted budget, ends the rollout with reward 0 and a reason. false (hint-and-continue): such a turn gets an error observation, counts against rollout.maxTurns, and the rollout goes on; when the budget runs out the final state of the repository is graded (its diff extracted, as SWE-agent / OpenHands-style harnesses grade whatever the repository holds).',
+    }),
+    rawFormatCheck: z.boolean().default(true).meta({
+      description: 'true: core/toolFormat.ts checks the raw output (ids → text, before any parser) and only a turn it accepts runs. false: a Hermes-style parser (core/hermesParser.ts, as vLLM\'s, SGLang\'s and verl\'s) decides what runs: every `<tool_call>` whose body is standard JSON runs, text around it is ignored, a cut-off call that parses is accepted. The raw verdict is recorded for every turn either way (turns.format_ok).',
+    }),
+    explicitSubmit: z.boolean().default(true).meta({
+      description: 'true: only a `submit` call reaches grading (a budget running out earns 0 under the gate). false: the rollout also ends and is graded when the model answers without a tool call or the budget runs out: the repository\'s final state is graded, as peer harnesses do.',
+    }),
+    cacheRebuild: z.boolean().default(true).meta({
+      description: 'true: after loading new weights every engine rebuilds its caches (prefix/KV cache reset; the reference engine recomputes running sequences under the new weights). false: the engine loads the weights and keeps its caches (K/V computed by the old weights).',
+    }),
+    recheck: z.boolean().default(true).meta({
+      description: 'true: retired tasks are re-scored every eviction.recheckEvery updates and revived if they regress. false: retired tasks stay retired.',
+    }),
+  }).prefault({}).meta({
+    description: 'The recipe\'s layers (docs/design.md, "The recipe"), each a switch, all on by default. A layer switched off behaves as the public harnesses do, with no extra tuning. Layers switched elsewhere: placement = engines.router, the staleness bound = training.maxOffPolicySteps, the advantage estimator = trainer.advantage, eviction = eviction.enabled. Presets for the published ablation (`floe stress --layers`): core/recipeLayers.ts.',
+  }),
   sandbox: z.strictObject({
-    cpus: z.number().positive().max(64).default(1),
-    memoryMb: positiveInt.min(32).default(256),
-    pidsLimit: positiveInt.min(8).default(64),
-    commandTimeoutSeconds: positiveInt.max(3600).default(20),
-    maxOutputBytes: positiveInt.default(64 * 1024),
-    diskMb: positiveInt.default(256),
-    gradeTimeoutSeconds: positiveInt.default(60),
-    /** Ablation and tests only: false keeps a task image's git history in the agent's sandbox
-     *  (its future commits, the fix among them), the door the recipe locks. */
-    removeHistory: z.boolean().default(true),
-    /** Task queue of the sandbox worker (one per container host). */
-    host: z.string().min(1).default('local'),
-  }).prefault({}),
+    cpus: z.number().positive().max(64).default(1).meta({
+      description: 'CPU cores of each sandbox (a CPU quota: 0.5 = half a core).',
+    }),
+    memoryMb: positiveInt.min(32).default(256).meta({
+      description: 'Memory of the sandbox\'s processes, in MiB. The container\'s limit adds the sizes of its tmpfs mounts (diskMb and scratch) on top, so a full disk leaves the processes their memory; there is no swap.',
+    }),
+    pidsLimit: positiveInt.min(8).default(64).meta({
+      description: 'Most processes and threads alive in a sandbox at once; a fork beyond it fails.',
+    }),
+    commandTimeoutSeconds: positiveInt.max(3600).default(20).meta({
+      description: 'Wall-clock limit of one agent command, in seconds; a command still running is killed and the observation says so.',
+    }),
+    maxOutputBytes: positiveInt.default(64 * 1024).meta({
+      description: 'Output kept per command (stdout and stderr together), in bytes; the rest is dropped and the result marked truncated, and a command that writes more than 8 times this (at least 1 MiB) is killed. rollout.maxObservationChars then cuts what the model sees.',
+    }),
+    diskMb: positiveInt.default(256).meta({
+      description: 'Writable space of the agent, in MiB: the size of the tmpfs holding the repository (/work, or /testbed for image-based tasks); /tmp gets a quarter of it (16 to 256 MiB) and the root filesystem is read-only.',
+    }),
+    gradeTimeoutSeconds: positiveInt.default(60).meta({
+      description: 'Wall-clock limit of a grading test run, in seconds (also of the data audit\'s test runs); a run that exceeds it does not pass.',
+    }),
+    removeHistory: z.boolean().default(true).meta({
+      description: 'Ablation and tests only: false keeps a task image\'s git history in the agent\'s sandbox (its future commits, the fix among them), the door the recipe locks.',
+    }),
+    host: z.string().min(1).default('local').meta({
+      description: 'The container host: its sandbox worker (task queue floe-sandbox@HOST, `floe worker sandbox --node HOST`) runs every sandbox and grading container of the run (docs/guides/operations.md).',
+    }),
+  }).prefault({}).meta({ description: 'The sandbox containers in which the agent\'s commands and the grading run: their limits and their host.' }),
+}).meta({
+  description: 'The configuration of a training run: one schema, shared by every command that takes a run config. Defaults fit the embedded setup (one machine, tiny CPU policy, toy tasks). Validated when a run starts: an invalid field is named with its path before anything runs.',
 });
 
 export type RunConfig = z.infer<typeof RunConfigSchema>;

@@ -26,6 +26,13 @@ describe('run config', () => {
     expect(c.sandbox.memoryMb).toBeGreaterThan(0);
   });
 
+  it('gives each trainer step setting its one default (the Python trainer has none), and bounds them', () => {
+    expect(parseRunConfig({}).trainer).toMatchObject({ weightDecay: 0, ratioMode: 'clip', truncateCap: 2, lossAgg: 'token-mean', gradClip: 1, microBatchTokens: 16384 });
+    expect(parseRunConfig({ trainer: { ratioMode: 'truncate', lossAgg: 'seq-mean-token-mean', weightDecay: 0.01 } }).trainer).toMatchObject({ ratioMode: 'truncate', lossAgg: 'seq-mean-token-mean', weightDecay: 0.01 });
+    const bad = { weightDecay: -0.1, ratioMode: 'ppo', truncateCap: 0, lossAgg: 'sum', gradClip: 0, microBatchTokens: 1.5 };
+    for (const [k, v] of Object.entries(bad)) expect(() => parseRunConfig({ trainer: { [k]: v } })).toThrow(new RegExp(`trainer\\.${k}: `));
+  });
+
   it('names the path and the reason of every bad field', () => {
     try {
       parseRunConfig({ rollout: { groupSize: 0, extra: true }, engines: { router: 'random' } }, 'bad.yaml');
