@@ -22,7 +22,7 @@ export const EngineSchema = z.strictObject({
   /** Task queue of the gpu worker on the node this engine runs on. */
   node: z.string().min(1).default('local'),
   /** The server at `url`: floe's reference engine, or an unmodified vLLM or SGLang server
-   *  (README "Bring your own engine" has their flags; `floe engine probe <url>` checks one). */
+   *  (docs/guides/engines.md has their flags; `floe engine probe <url>` checks one). */
   kind: z.enum(['reference', 'vllm', 'sglang']).default('reference'),
 });
 
@@ -150,8 +150,8 @@ export const RunConfigSchema = z.strictObject({
     /** Revive a mastered task when its recheck success rate falls below this. */
     reviveBelow: fraction.default(0.75),
   }).prefault({}),
-  /** The recipe's layers (DESIGN.md "The recipe"; README "Recipe layers"), each a switch, all on
-   *  by default. A layer switched off behaves as the public harnesses do, with no extra tuning.
+  /** The recipe's layers (docs/design.md "The recipe, rule by rule" and "The recipe as
+   *  switches"), each a switch, all on by default. A layer switched off behaves as the public harnesses do, with no extra tuning.
    *  Layers switched elsewhere: placement = engines.router, the staleness bound =
    *  training.maxOffPolicySteps, the advantage estimator = trainer.advantage, eviction =
    *  eviction.enabled. Presets for the published ablation: core/recipeLayers.ts. */
