@@ -58,7 +58,7 @@ export function gateTurn(s: RolloutState, verdict: FormatVerdict, b: Budgets): T
 }
 
 // ---------------------------------------------------------------------------------------
-// The recipe's layers (config `recipe`, README "Recipe layers"). With every layer on, planTurn
+// The recipe's layers (config `recipe`, docs/design.md "The recipe as switches"). With every layer on, planTurn
 // decides exactly what gateTurn decides; a layer switched off behaves as public harnesses do.
 
 export interface Layers {

@@ -1,6 +1,7 @@
-// The lenient path of the recipe's raw-format layer (`recipe.rawFormatCheck: false`, README
-// "Recipe layers"): what runs is decided the way the Hermes-style tool parsers of the public
-// serving and RL stacks decide it on a complete output, not by core/toolFormat.ts. It is the
+// The lenient path of the recipe's raw-format layer (`recipe.rawFormatCheck: false`,
+// docs/design.md "The recipe as switches"): what runs is decided the way the Hermes-style tool
+// parsers of the public serving and RL stacks decide it on a complete output, not by
+// core/toolFormat.ts. It is the
 // baseline the raw check is measured against, so it is exactly as forgiving as they are and no
 // more: not a repairer (core/lenientParser.ts is the stronger one, for the malformed-call
 // probe). Pure module (no Node APIs, no I/O): workflow code imports it.

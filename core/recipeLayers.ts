@@ -1,6 +1,6 @@
 /** The recipe's layers as named presets: the published ablation (its Figure 2, "our fixes on
  *  the 160-task pool, one layer at a time") as run-config overrides, for
- *  `floe stress --layers naive,gate,raw,full`. Pure functions; README "Recipe layers" has the
+ *  `floe stress --layers naive,gate,raw,full`. Pure functions; docs/design.md "The ablation" has the
  *  table. Each preset sets every switch of the ladder, so the order of presets does not matter
  *  and a preset applied to any config yields that layer:
  *

@@ -1,4 +1,4 @@
-/** The token path's pure rules (DESIGN.md "The token path"): a rollout is one token
+/** The token path's pure rules (docs/architecture.md "The token path"): a rollout is one token
  *  sequence. Turn t's prompt is every earlier turn's input ids and completion ids, exactly
  *  as generated (EOS included), followed by the ids the renderer adds before turn t (turn 0:
  *  the rendered system + issue + assistant header; later turns: the tool result and the

@@ -1,4 +1,4 @@
-// The raw format gate (DESIGN.md, "The recipe" items 1-2): it judges the text/tokens
+// The raw format gate (docs/design.md, "The recipe, rule by rule" items 1-2): it judges the text/tokens
 // the model actually produced, before any parser. A model turn is
 //
 //   <optional reasoning><tool_call>{"name": ..., "arguments": {...}}</tool_call><EOS>

@@ -3,7 +3,7 @@
 //
 // To add a tool, add an entry to TOOLS. Every declared argument is required unless it
 // says `optional: true`; undeclared arguments are always rejected (the gate never drops
-// them silently, see DESIGN.md "The recipe" item 2).
+// them silently, see docs/design.md "2. Raw format check").
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 

@@ -1,4 +1,5 @@
-/** Weight versions, owned by floe (DESIGN.md "Cache rebuild after every weight update").
+/** Weight versions, owned by floe (docs/design.md "4. Cache rebuild after every weight update";
+ *  docs/guides/engines.md "floe owns weight versions").
  *
  *  vLLM and SGLang know nothing of floe's versions (at most a label string floe sets when it
  *  loads weights). floe keeps, per engine, the version it serves and an update epoch: a weight update bumps the epoch when it begins

@@ -153,7 +153,7 @@ create table engine_events (
 );
 create index engine_events_run_idx on engine_events (run_id, engine_id, at);
 
--- Views for the common questions (documented in the README).
+-- Views for the common questions (documented in docs/audit-history.md).
 
 create view v_run_updates as
 select p.run_id, p.version, p.created_at, p.batch_rollouts, p.batch_mean_reward,

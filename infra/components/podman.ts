@@ -13,9 +13,10 @@ import { withoutNewNamespaces, type SeccompProfile } from '../../core/seccomp.js
 const pidFile = (s: Settings) => path.join(s.runDir, 'podman.pid');
 const logFile = (s: Settings) => path.join(s.logDir, 'podman.log');
 
-/** podman settings measured on these machines (DESIGN.md): runc (crun fails on this cgroup
- *  setup) and explicit rlimits (the defaults are refused). Kept in the project's own file,
- *  passed through CONTAINERS_CONF, so the host's /etc is left alone. */
+/** podman settings measured on these machines (docs/guides/operations.md "The container
+ *  engine"): runc (crun fails on this cgroup setup) and explicit rlimits (the defaults are
+ *  refused). Kept in the project's own file, passed through CONTAINERS_CONF, so the host's /etc
+ *  is left alone. */
 export function containersConf(s: Settings): string {
   return path.join(s.home, 'containers.conf');
 }

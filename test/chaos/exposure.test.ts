@@ -28,7 +28,8 @@ import { describeListeners, isLoopback, listenersOf, ownerOf, tcpListeners, type
  *    is stored;
  *  - a Postgres beyond loopback with neither a password nor TLS is refused, naming the fix (the
  *    same host with a password, or with sslmode=require, is not);
- *  - README's "Running the parts across hosts" names only settings floe reads.
+ *  - the operations guide's "Running the parts across hosts" (docs/guides/operations.md) names
+ *    only settings floe reads.
  *  Every case is recorded in the chaos summary (test/helpers/chaos.ts). */
 
 const settings = loadSettings();
@@ -324,11 +325,13 @@ describe('exposure', () => {
     };
   }, 120_000);
 
-  chaosCase('exposure', 'README "Running the parts across hosts" names only settings floe reads', async () => {
-    const readme = fs.readFileSync(path.join(repoRoot, 'README.md'), 'utf8');
-    const start = readme.indexOf('### Running the parts across hosts');
-    expect(start, 'README has no "Running the parts across hosts" section').toBeGreaterThanOrEqual(0);
-    const section = readme.slice(start, readme.indexOf('\n#', start + 4));
+  chaosCase('exposure', 'docs/guides/operations.md "Running the parts across hosts" names only settings floe reads', async () => {
+    const guide = fs.readFileSync(path.join(repoRoot, 'docs', 'guides', 'operations.md'), 'utf8');
+    const start = guide.indexOf('\n## Running the parts across hosts\n');
+    expect(start, 'docs/guides/operations.md has no "Running the parts across hosts" section').toBeGreaterThanOrEqual(0);
+    // up to the next heading of the same or a higher level (its code blocks hold no headings)
+    const next = guide.slice(start + 1).search(/\n#{1,2} /);
+    const section = next < 0 ? guide.slice(start) : guide.slice(start, start + 1 + next);
     const code = ['infra/settings.ts', 'infra/components/postgres.ts', 'core/exposure.ts', 'core/config.ts']
       .map((f) => fs.readFileSync(path.join(repoRoot, f), 'utf8')).join('\n');
     const vars = [...new Set(section.match(/\b(FLOE_[A-Z_]+|DOCKER_HOST|PG[A-Z]+)\b/g) ?? [])];

@@ -1,5 +1,5 @@
 // The raw format gate against a corpus of real-looking malformed turns, and against the
-// lenient parser it exists to beat (DESIGN.md, "The recipe" items 1-2).
+// lenient parser it exists to beat (docs/design.md, "The recipe, rule by rule" items 1-2).
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
