@@ -7,7 +7,7 @@ import { behaviourDifference, type BehaviourDifference, type BehaviourTrace } fr
 
 import { AGENT_USER, runScript } from './sandbox/exec.js';
 import { removeContainer, startLockedContainer, unixNow } from './sandbox/containerSpec.js';
-import { copyRepository, freshHistory, imageFor } from './sandbox/repository.js';
+import { READ_FILES, decodeFiles, imageFor, prepareRepository } from './sandbox/repository.js';
 import { preparedRepository } from './sandbox/prepared.js';
 import { execCommand } from './sandbox/command.js';
 import { heartbeat } from './sandbox/heartbeat.js';
@@ -36,10 +36,6 @@ cd "$FLOE_REPO"
 git checkout -q -- . && git clean -fdq
 if [ -n "\${1:-}" ] && [ -s "$1" ]; then git apply --whitespace=nowarn "$1" || exit 10; fi`;
 
-/** Print each file ($@) as `== path` and its base64 (nothing when absent). */
-const READ_FILES = `cd "$1"; shift
-for f in "$@"; do printf '== %s\\n' "$f"; if [ -f "$f" ]; then base64 -w0 "$f"; fi; echo; done`;
-
 export interface CandidateOutcome {
   id: string;
   kind: string;
@@ -65,15 +61,6 @@ export interface ExtraCandidate { id: string; kind: string; description: string;
 
 export interface SearchInput { task: Task; limits?: SandboxLimits; timeoutSeconds?: number; maxCandidates?: number; labels?: Record<string, string>; extra?: ExtraCandidate[] }
 
-function decodeFiles(text: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  const lines = text.split('\n');
-  for (let i = 0; i + 1 < lines.length; i += 2) {
-    if (!lines[i].startsWith('== ')) break;
-    out[lines[i].slice(3)] = Buffer.from(lines[i + 1], 'base64').toString('utf8');
-  }
-  return out;
-}
 
 /** Python files of the gold patch, outside the tests. */
 export function auditTargets(task: Pick<Task, 'patch' | 'testPatch'>): string[] {
@@ -108,7 +95,7 @@ export async function searchWrongPatches(docker: Docker, opts: { image: string; 
     ...(prepared ? { content: { '/work': prepared.work } } : {}),
   });
   try {
-    const baseCommit = prepared ? prepared.baseCommit : await (async () => { await copyRepository(docker, c, task); return freshHistory(docker, c, task); })();
+    const baseCommit = prepared ? prepared.baseCommit : (await prepareRepository(docker, c, task, { seal: false })).baseCommit;
     const plan = await harness.plan({ task, baseCommit, repoDir, stageDir: STAGE });
     await c.putArchive(tarArchive([
       stageDir(),

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { RunConfig } from '../core/config.js';
-import type { RunState } from '../workflows/messages.js';
+import type { LoopRunState as RunState } from '../core/runLoop.js';
 import { insertRun, setRunStatus } from '../store/runs.js';
 
 /** Run rows of the audit history (store/runs.ts). The pool lives in store/pool.ts. */

@@ -2,8 +2,8 @@ import type pg from 'pg';
 import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import { checkRawOutput, DEFAULT_SPECIAL_TOKEN_TEXTS, type FormatVerdict } from '../core/toolFormat.js';
-import { renderSpec, type RenderSpec } from '../core/renderSpec.js';
-import { conversation, SYSTEM_PROMPT, toolSchemas, type TurnRecord } from '../core/harness.js';
+import type { RenderSpec } from '../core/renderSpec.js';
+import { conversation, toolSchemas, type TurnRecord } from '../core/harness.js';
 import type { RouterPolicy } from '../core/router.js';
 import { endsTurn, nextPrompt, renderDrift, type RenderDrift, type TurnTokens } from '../core/tokenPath.js';
 import { randomUUID } from 'node:crypto';
@@ -35,9 +35,9 @@ export interface GenerateTurnInput {
   groupId?: string;
   engines: EngineEndpoint[];
   router: RouterPolicy;
-  /** Tokenizer and chat template; absent in histories recorded before the token path (byte + plain). */
-  render?: RenderSpec;
-  systemPrompt?: string;
+  /** Tokenizer and chat template. */
+  render: RenderSpec;
+  systemPrompt: string;
   sampling: { temperature: number; topP: number; maxTokensPerTurn: number };
   seed?: number;
   /** A frozen-weight evaluation's version: ids any other version made are dropped (never
@@ -59,9 +59,8 @@ export type GeneratedTurn =
       genMs: number;
       /** Where the template's full rendering differs from the ids the model saw (null: none). */
       drift?: RenderDrift | null;
-      /** The generated text, decoded from the ids by the model's own tokenizer (absent in
-       *  answers recorded before migration 005, whose activity wrote the turns row itself). */
-      rawText?: string;
+      /** The generated text, decoded from the ids by the model's own tokenizer. */
+      rawText: string;
     }
   | { kind: 'prompt_too_long'; engineId: string; detail: string };
 
@@ -81,7 +80,7 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
     if (turns.some((t) => t.inputIds === null)) throw ApplicationFailure.nonRetryable(`rollout ${input.rolloutId} was recorded before the token path (no input_ids); it cannot be continued`, 'LegacyRollout');
     const records: TurnRecord[] = turns.map((t) => ({ rawText: t.rawText, observation: t.observation }));
     return {
-      messages: conversation(input.systemPrompt ?? SYSTEM_PROMPT, problem, records),
+      messages: conversation(input.systemPrompt, problem, records),
       earlier: turns.map((t) => ({ inputIds: t.inputIds!, completionIds: t.completionIds, logprobs: t.logprobs, versions: t.tokenVersions })),
     };
   }
@@ -117,7 +116,7 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
   };
 
   async function generate(input: GenerateTurnInput): Promise<GeneratedTurn> {
-    const r = await renderers.get(input.render ?? renderSpec({})); // histories from before the token path: the tiny policy's
+    const r = await renderers.get(input.render);
     const p = await prompt(r, input);
     const tried: string[] = [];
     let soFar = emptyTurn();

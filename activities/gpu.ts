@@ -7,14 +7,11 @@ import { beginEngineUpdate, getEngineWeights, insertEngineEvent, setEngineServin
 import { listRolloutTokens } from '../store/rollouts.js';
 import type { Queryable } from '../store/pool.js';
 import { modelFolder, verifyModelFolder } from './modelFolder.js';
-import type { RunConfig } from '../core/config.js';
 import { rolloutSequence, type TurnTokens } from '../core/tokenPath.js';
-import { scaleNegative } from '../core/advantages.js';
+import type { TrainingSample, TrainStepConfig } from '../core/contracts.js';
 
 /** Activities of a GPU node's worker (task queue floe-gpu@<node>): the trainer and the
  *  inference engines that run on that node, over HTTP. */
-
-export type TrainStepSettings = Pick<RunConfig['trainer'], 'lr' | 'clipLow' | 'clipHigh'> & Partial<Pick<RunConfig['trainer'], 'negativeScale' | 'epochs' | 'minibatches'>>;
 
 export interface TrainStepInput {
   runId: string;
@@ -23,8 +20,8 @@ export interface TrainStepInput {
   trainerUrl: string;
   /** rolloutId → advantage (rollouts by reference: their tokens are read from Postgres). */
   advantages: Record<string, number>;
-  /** The trainer section's step settings (the recipe knobs are optional: histories recorded before they existed). */
-  config: TrainStepSettings;
+  /** The step's settings, from the run config (core/contracts.ts trainStepConfig). */
+  config: TrainStepConfig;
 }
 
 export interface TrainStepResult { version: number; path: string; metrics: Record<string, number>; samples: number; trainMs: number }
@@ -85,19 +82,16 @@ export async function rolloutSamples(db: Queryable, rolloutIds: string[], advant
   return out;
 }
 
-/** A row of the trainer's batch file (engine/floe_engine/trainer.py reads it). */
-export interface TrainingSample { rollout_id: string; group_id: string; reward: number; advantage: number; ids: number[]; loss_mask: number[]; behaviour_logprobs: number[]; token_versions: number[] }
 
 export interface LoadWeightsInput {
-  /** The run whose record of engine versions this load updates (absent in histories recorded before floe owned versions). */
-  runId?: string;
+  /** The run whose record of engine versions this load updates. */
+  runId: string;
   engine: EngineEndpoint;
   /** The published version folder (or its model.safetensors). */
   path: string;
   version: number;
-  /** recipe.cacheRebuild: false = the engine keeps its caches after the load (absent = true,
-   *  as in histories recorded before the switch). */
-  cacheRebuild?: boolean;
+  /** recipe.cacheRebuild: false = the engine keeps its caches after the load. */
+  cacheRebuild: boolean;
 }
 
 export interface LoadWeightsResult { engineId: string; loadMs: number; stages?: Record<string, number> }
@@ -131,11 +125,8 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
       }
       if (health.version !== input.version - 1) throw new Error(`trainer at ${input.trainerUrl} is at version ${health.version} and the run at ${input.version - 1}; they must agree (restart the trainer from the run's checkpoint)`);
       const ids = Object.keys(input.advantages);
-      // The advantages come from core/advantages.ts, negatives already scaled; a batch sent by a
-      // workflow from before that (config.negativeScale set) is scaled here by the same rule.
-      const legacyScale = input.config.negativeScale ?? 1;
-      const advantages = legacyScale === 1 ? input.advantages : Object.fromEntries(Object.entries(input.advantages).map(([id, a]) => [id, scaleNegative(a, legacyScale)]));
-      const samples = await rolloutSamples(pool, ids, advantages);
+      // the advantages come from core/advantages.ts, negatives already scaled
+      const samples = await rolloutSamples(pool, ids, input.advantages);
       if (samples.length === 0) throw new Error(`no tokens recorded for the ${ids.length} rollouts of batch v${input.version}`);
       fs.mkdirSync(path.join(opts.batchDir, input.runId), { recursive: true });
       const batchPath = path.join(opts.batchDir, input.runId, `v${input.version}.jsonl`);
@@ -143,10 +134,7 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
       const started = Date.now();
       const res = await post<{ version: number; path: string; metrics: Record<string, number> }>(new URL('/train_step', input.trainerUrl).href, {
         batch_path: batchPath,
-        config: {
-          lr: input.config.lr, clip_low: input.config.clipLow, clip_high: input.config.clipHigh, advantage: 'given',
-          epochs: input.config.epochs ?? 1, minibatches: input.config.minibatches ?? 1,
-        },
+        config: input.config,
       }, 30 * 60_000);
       if (res.version !== input.version) throw new Error(`trainer published version ${res.version}, expected ${input.version}`);
       return { version: res.version, path: res.path, metrics: res.metrics, samples: samples.length, trainMs: Date.now() - started };
@@ -168,25 +156,21 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
         const adapter = await adapterFor(input.engine);
         const stages: Record<string, number> = { verify_ms: check.ms };
         const timed = async (name: string, fn: () => Promise<unknown>) => { const t = Date.now(); await fn(); stages[name] = Date.now() - t; };
-        if (input.runId) {
-          const before = await getEngineWeights(pool, input.runId, input.engine);
-          if (before.state === 'serving' && before.version === input.version) return { engineId: input.engine.id, loadMs: 0, stages: { already_loaded: 1 } }; // a retried activity
-        }
-        const keepCache = input.cacheRebuild === false;
+        const before = await getEngineWeights(pool, input.runId, input.engine);
+        if (before.state === 'serving' && before.version === input.version) return { engineId: input.engine.id, loadMs: 0, stages: { already_loaded: 1 } }; // a retried activity
+        const keepCache = !input.cacheRebuild;
         if (keepCache) stages.kept_cache = 1;
         if (adapter.inPlaceUpdates) {
           await timed('load_ms', () => keepCache ? adapter.loadWeights(folder, input.version, { keepCache }) : adapter.loadWeights(folder, input.version));
         } else {
-          if (input.runId) await beginEngineUpdate(pool, input.runId, input.engine);
+          await beginEngineUpdate(pool, input.runId, input.engine);
           await timed('pause_ms', () => adapter.pause());
           await timed('load_ms', () => adapter.loadWeights(folder, input.version));
           if (!keepCache) await timed('flush_ms', () => adapter.flushCache()); // recipe.cacheRebuild off: the prefix cache keeps the old weights' K/V
         }
-        if (input.runId) await setEngineServing(pool, input.runId, input.engine, input.version, folder);
+        await setEngineServing(pool, input.runId, input.engine, input.version, folder);
         if (!adapter.inPlaceUpdates) await timed('resume_ms', () => adapter.resume());
-        if (input.runId) {
-          await insertEngineEvent(pool, { runId: input.runId, engineId: input.engine.id, event: 'weights_loaded', version: input.version, detail: { kind: adapter.kind, folder, files: check.files, bytes: check.bytes, ...stages } });
-        }
+        await insertEngineEvent(pool, { runId: input.runId, engineId: input.engine.id, event: 'weights_loaded', version: input.version, detail: { kind: adapter.kind, folder, files: check.files, bytes: check.bytes, ...stages } });
         return { engineId: input.engine.id, loadMs: Date.now() - started, stages };
       } finally {
         clearInterval(beat);

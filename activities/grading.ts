@@ -1,19 +1,18 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import { ApplicationFailure } from '@temporalio/common';
 import type Docker from 'dockerode';
 import type { Task } from '../core/taskModel.js';
 import { parseRunConfig } from '../core/config.js';
 import { repoDirOf, tailText, type ExecResult, type GradeResult, type SandboxLimits } from '../core/sandboxPolicy.js';
-import { AGENT_ENV, AGENT_USER, execRaw, killAgentProcesses, runScript } from './sandbox/exec.js';
 import { removeContainer, startLockedContainer, unixNow, type ContainerSpec } from './sandbox/containerSpec.js';
-import { copyRepository, freshHistory, imageFor, prepareRepositoryFast } from './sandbox/repository.js';
+import { imageFor, prepareRepository } from './sandbox/repository.js';
 import { preparedRepository } from './sandbox/prepared.js';
 import { graderOnlyRepoFiles } from '../core/taskLayouts.js';
 import { commandAsFirstProcess, execCommand } from './sandbox/command.js';
 import { heartbeat } from './sandbox/heartbeat.js';
 import { stageDir, stageFile, tarArchive } from './sandbox/tar.js';
-import { Harness, HarnessServer, type HarnessPlan } from './harness.js';
-import { pipelineFromEnv, type SandboxPipeline } from './sandbox/index.js';
+import { HarnessServer, type HarnessPlan } from './harness.js';
 
 /** Grading: the hidden tests run in a fresh container of the task's image (never the agent's),
  *  on the task's repository at base with the agent's diff applied, by the task's own harness
@@ -22,7 +21,7 @@ import { pipelineFromEnv, type SandboxPipeline } from './sandbox/index.js';
  *  harness's script applies the test patch over the diff, so the agent's versions of the test
  *  files it touches never count. */
 
-export interface GradingOptions { host: string; image: string; workerId: string; harnessPython: string; /** See SandboxPipeline (sandbox/index.ts); default: pipelineFromEnv(). */ pipeline?: SandboxPipeline }
+export interface GradingOptions { host: string; image: string; workerId: string; harnessPython: string }
 
 export interface GradePatchInput {
   task: Task;
@@ -61,83 +60,18 @@ else
   echo "agent diff: empty"
 fi`;
 
-/** Grade a diff against a task's hidden tests. Used by rewardGate (gradeSubmission) and by the
- *  data audit (gold / wrong patches). The grader container is always removed. */
+/** Grade a diff against a task's hidden tests, in a fresh container of the task's image: used by
+ *  rewardGate (gradeSubmission) and by the data audit (gold / wrong patches). The repository (a
+ *  directory source's fresh history made once per task on this host: sandbox/prepared.ts) and
+ *  the staged files go in by putArchive with the container's mount roots, and the test run is
+ *  the container's own first process (commandAsFirstProcess); an image source's repository is
+ *  extracted and committed in one exec (R2E-Gym's run_tests.sh read in the same exec, before
+ *  the fresh history removes it), and the test run is another. The test run applies the agent's
+ *  diff (APPLY) and, when it applied, runs the harness's script: a per-grading nonce marks where
+ *  the apply log ends, so nothing the tests print can pass for it. The harness is the worker's
+ *  long-lived process, and plans are cached per task and base commit. The grader gets no sealed
+ *  copy (nothing diffs in it) and is always removed. */
 export async function gradePatch(docker: Docker, opts: GradingOptions, input: GradePatchInput): Promise<GradeResult> {
-  const pipeline = opts.pipeline ?? pipelineFromEnv();
-  // R2E-Gym rows read the image's run_tests.sh before the fresh history: step by step
-  if (pipeline === 'fast' && !graderOnlyRepoFiles(input.task.layout).includes('run_tests.sh')) return gradePatchFast(docker, opts, input);
-  return gradePatchLegacy(docker, opts, input);
-}
-
-/** The legacy path: the grader's repository prepared in the container (copy, fresh history,
- *  seal), the staged files put, the diff applied in one exec, the tests run in another, and the
- *  harness a new Python process per plan and per parse. */
-async function gradePatchLegacy(docker: Docker, opts: GradingOptions, input: GradePatchInput): Promise<GradeResult> {
-  const started = Date.now();
-  const defaults = parseRunConfig({}).sandbox;
-  const limits = input.limits ?? defaults;
-  const timeoutSeconds = input.timeoutSeconds ?? defaults.gradeTimeoutSeconds;
-  const { task } = input;
-  const harness = new Harness(opts.harnessPython);
-  const repoDir = repoDirOf(task.source);
-  const missing = () => [
-    ...task.failToPass.map((id) => ({ id, group: 'FAIL_TO_PASS' as const, outcome: 'missing' as const })),
-    ...task.passToPass.map((id) => ({ id, group: 'PASS_TO_PASS' as const, outcome: 'missing' as const })),
-  ];
-  const c = await startLockedContainer(docker, graderSpec(opts, input, limits, repoDir));
-  try {
-    await copyRepository(docker, c, task);
-    // R2E-Gym: the image's run_tests.sh, read before the fresh history removes it from the
-    // repository (the agent's diff never reaches this copy)
-    const runTestsSh = graderOnlyRepoFiles(task.layout).includes('run_tests.sh')
-      ? await runScript(docker, c, AGENT_USER, 'cat "$1/run_tests.sh"', [repoDir], { what: "reading the image's run_tests.sh" })
-      : undefined;
-    const baseCommit = await freshHistory(docker, c, task);
-    const plan = await harness.plan({ task: { ...task, ...(runTestsSh === undefined ? {} : { runTestsSh }) }, baseCommit, repoDir, stageDir: STAGE });
-    heartbeat('grader ready');
-    await c.putArchive(tarArchive([
-      stageDir(),
-      stageFile('agent.diff', input.diff),
-      stageFile('test.diff', task.testPatch),
-      stageFile('floe_pytest_report.py', PYTEST_PLUGIN),
-      stageFile('eval.sh', plan.script, 0o755),
-    ]), { path: '/tmp' });
-
-    const apply = await execRaw(docker, c, {
-      cmd: ['bash', '-c', APPLY, 'floe', repoDir], user: AGENT_USER, env: AGENT_ENV,
-      deadlineMs: 120_000, maxStdoutBytes: LOG_CHARS, onKill: () => killAgentProcesses(docker, c),
-    });
-    const applyLog = apply.stdout.toString('utf8') + apply.stderr;
-    const failed = (applyError: string, log: string): GradeResult => ({
-      passed: false, harness: plan.harness, tests: missing(), applyError, timedOut: false, durationMs: Date.now() - started, log: tailText(log, LOG_CHARS),
-    });
-    if (apply.exitCode !== 0) {
-      const what = apply.exitCode === 10 ? 'the diff does not apply' : `applying failed (exit ${apply.exitCode})`;
-      return failed(`${what}: ${applyLog.trim().slice(-4000)}`, applyLog);
-    }
-
-    const run = await execCommand(docker, c, { command: `bash ${STAGE}/eval.sh`, repoDir, timeoutSeconds, maxOutputBytes: TEST_LOG_TAIL_BYTES }, 'tail');
-    const log = `${applyLog}\n${run.output}`;
-    if (plan.harness === 'pytest' && run.exitCode === 11) return failed(`the test patch does not apply over the diff: ${run.output.trim().slice(-4000)}`, log);
-    if (plan.harness === 'r2e-gym' && run.exitCode === 12) return failed(`the image lacks what R2E-Gym's test run needs: ${run.output.trim().slice(-2000)}`, log);
-    return graded(harness.parse({ task, harness: plan.harness, log: run.output }), plan, run, log, timeoutSeconds, started);
-  } finally {
-    await removeContainer(c);
-  }
-}
-
-/** The fast path: the same grading without an exec (directory sources) or in one (image
- *  sources). The repository (a directory source's fresh history made once per task on this host:
- *  sandbox/prepared.ts) and the staged files go in by putArchive with the container's mount
- *  roots, and the test run is the container's own first process (commandAsFirstProcess); an
- *  image source's repository is extracted and committed in one exec, and the test run is
- *  another. The test run applies the agent's diff (APPLY, as before) and, when it applied, runs
- *  the harness's script: a per-grading nonce marks where the apply log ends, so
- *  nothing the tests print can pass for it. The harness is the worker's long-lived process, and
- *  plans are cached per task and base commit. The grader gets no sealed copy (nothing diffs in
- *  it). */
-async function gradePatchFast(docker: Docker, opts: GradingOptions, input: GradePatchInput): Promise<GradeResult> {
   const started = Date.now();
   const defaults = parseRunConfig({}).sandbox;
   const limits = input.limits ?? defaults;
@@ -168,8 +102,11 @@ exec bash ${STAGE}/eval.sh`;
       stageFile('grade.sh', grade, 0o755),
     ]);
   };
-  const planFor = (baseCommit: string) => harness.plan({ task, baseCommit, repoDir, stageDir: STAGE });
-  const prepared = await preparedRepository(task);
+  const planFor = (baseCommit: string, runTestsSh?: string) => harness.plan({ task: runTestsSh === undefined ? task : { ...task, runTestsSh }, baseCommit, repoDir, stageDir: STAGE });
+  // R2E-Gym's tests are run by the image's run_tests.sh, which the agent never sees: read in
+  // the container before the fresh history removes it
+  const read = graderOnlyRepoFiles(task.layout).filter((f) => f === 'run_tests.sh');
+  const prepared = read.length ? null : await preparedRepository(task);
   const early = prepared ? await planFor(prepared.baseCommit) : null;
   const command = { command: `bash ${STAGE}/grade.sh`, repoDir, timeoutSeconds, maxOutputBytes: TEST_LOG_TAIL_BYTES };
   let run: ExecResult;
@@ -181,7 +118,9 @@ exec bash ${STAGE}/eval.sh`;
   } else {
     const c = await startLockedContainer(docker, graderSpec(opts, input, limits, repoDir));
     try {
-      plan = await planFor(await prepareRepositoryFast(docker, c, task, { seal: false }));
+      const inside = await prepareRepository(docker, c, task, { seal: false, read });
+      if (read.length && !inside.files['run_tests.sh']) throw ApplicationFailure.nonRetryable(`task image ${imageFor(task, opts.image)} has no /testbed/run_tests.sh, which R2E-Gym's grading runs: rebuild the image as R2E-Gym publishes it`, 'ImageIncomplete');
+      plan = await planFor(inside.baseCommit, inside.files['run_tests.sh']);
       await c.putArchive(stage(plan), { path: '/tmp' });
       heartbeat('grader ready');
       run = await execCommand(docker, c, command, 'tail');
@@ -211,8 +150,8 @@ exec bash ${STAGE}/eval.sh`;
   return graded(harness.parse({ task, harness: plan.harness, log: output }), plan, run, log, timeoutSeconds, started);
 }
 
-/** A fresh, locked grader container of the task's image, labelled for the reaper (both paths;
- *  `content`: archives put in with the mount roots). */
+/** A fresh, locked grader container of the task's image, labelled for the reaper (`content`:
+ *  archives put in with the mount roots). */
 function graderSpec(opts: GradingOptions, input: GradePatchInput, limits: SandboxLimits, repoDir: string, content?: Record<string, Buffer>): ContainerSpec {
   return {
     image: imageFor(input.task, opts.image),
@@ -226,7 +165,7 @@ function graderSpec(opts: GradingOptions, input: GradePatchInput, limits: Sandbo
   };
 }
 
-/** The grade of a test run that reached the harness's parser (both paths). */
+/** The grade of a test run that reached the harness's parser. */
 async function graded(parsed: Promise<{ resolved: boolean; tests: GradeResult['tests'] }>, plan: HarnessPlan, run: { timedOut: boolean; killedReason?: string | null }, log: string, timeoutSeconds: number, started: number): Promise<GradeResult> {
   const verdict = await parsed;
   const note = run.killedReason ? `\n[floe: tests killed: ${run.killedReason}${run.timedOut ? `, no result within ${timeoutSeconds} s` : ''}]` : '';

@@ -6,8 +6,7 @@ import type { Task } from '../core/taskModel.js';
 import type { TestGroup, TestOutcome } from '../core/sandboxPolicy.js';
 
 /** The bridge to floe_harness (harness/): the datasets' own evaluation rules, in Python, where
- *  the official swebench package lives. `Harness`: one short process per call, JSON in, JSON
- *  out (the legacy path). `HarnessServer`: one long-lived `python -m floe_harness serve` per
+ *  the official swebench package lives. `HarnessServer`: one long-lived `python -m floe_harness serve` per
  *  Python, shared by the worker's gradings (interpreter start and imports paid once), requests
  *  tagged with ids, restarted when it dies; plans are cached per request (a plan depends only
  *  on the task, the base commit and the paths). */
@@ -35,53 +34,9 @@ export interface HarnessVerdict {
  *  its diff against the base. */
 export interface AuditCandidate { id: string; kind: string; description: string; path: string; diff: string }
 
-export class Harness implements HarnessApi {
-  constructor(private readonly python: string) {}
-
-  /** task.runTestsSh: R2E-Gym rows, the image's run_tests.sh (the grader reads it). */
-  plan(req: { task: Task & { runTestsSh?: string }; baseCommit: string; repoDir: string; stageDir: string }): Promise<HarnessPlan> {
-    return this.call<HarnessPlan>('plan', req);
-  }
-
-  parse(req: { task: Task; harness: string; log: string }): Promise<HarnessVerdict> {
-    return this.call<HarnessVerdict>('parse', req);
-  }
-
-  private call<T>(cmd: 'plan' | 'parse', req: unknown): Promise<T> {
-    if (!fs.existsSync(this.python)) {
-      throw ApplicationFailure.nonRetryable(`the grading harness environment is missing (${this.python}); run \`floe up\` (harness/setup.sh installs the swebench package there)`, 'HarnessMissing');
-    }
-    return new Promise<T>((resolve, reject) => {
-      const child = spawn(this.python, ['-m', 'floe_harness', cmd], { stdio: ['pipe', 'pipe', 'pipe'] });
-      const out: Buffer[] = [];
-      let err = '';
-      child.stdout.on('data', (b: Buffer) => out.push(b));
-      child.stderr.on('data', (b: Buffer) => { err += b.toString(); });
-      child.on('error', (e) => reject(new Error(`floe_harness ${cmd} did not start (${this.python}): ${e.message}`)));
-      child.on('close', (code) => {
-        if (code !== 0) {
-          reject(ApplicationFailure.nonRetryable(`floe_harness ${cmd} failed (exit ${code}): ${err.trim().split('\n').slice(-3).join(' | ')}`, 'HarnessFailed'));
-          return;
-        }
-        try {
-          resolve(JSON.parse(Buffer.concat(out).toString('utf8')) as T);
-        } catch (e) {
-          reject(new Error(`floe_harness ${cmd} printed no JSON (${(e as Error).message})`));
-        }
-      });
-      child.stdin.end(JSON.stringify(req));
-    });
-  }
-}
-
-export interface HarnessApi {
-  plan(req: { task: Task & { runTestsSh?: string }; baseCommit: string; repoDir: string; stageDir: string }): Promise<HarnessPlan>;
-  parse(req: { task: Task; harness: string; log: string }): Promise<HarnessVerdict>;
-}
-
 type Pending = { resolve(v: unknown): void; reject(e: Error): void; cmd: string };
 
-export class HarnessServer implements HarnessApi {
+export class HarnessServer {
   private child: ChildProcessWithoutNullStreams | null = null;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;

@@ -1,27 +1,22 @@
-/** Rollout throughput of the sandbox pipeline: today's path ('legacy') and the new one ('fast'),
- *  side by side in one run, same tasks, same N, same concurrency.
+/** Rollout throughput of floe's rollout pipeline: N rollouts with a fixed number in flight,
+ *  in rounds, and where each rollout's time and the machine's CPU go.
  *
- *    flock /tmp/floe-vitest.lock npx tsx bench/throughput.ts [--n 48] [--concurrency 16] [--rounds 1] [--paths legacy,fast]
+ *    flock /tmp/floe-vitest.lock npx tsx bench/throughput.ts [--n 48] [--concurrency 16] [--rounds 1]
  *
  *  Real Temporal workflows (rollout → rewardGate), real podman sandboxes and graders, Postgres,
  *  in-process workers of this process; the policy is a scripted engine double that replays each
  *  toy task's gold trajectory (its bash calls, then submit), so every rollout runs real tool
  *  calls, takes a real diff and is really graded while generation costs ~0: the benchmark
- *  isolates the pipeline. Each path gets its own sandbox task queue (host `bench-legacy` /
- *  `bench-fast`), served by a sandbox worker whose activities were built with that pipeline
- *  (`SandboxOptions.pipeline`), and its rollouts run with `settings.pipeline` set to it (the
- *  workflow side). Measured per path: rollouts per minute, the wall time of each activity
- *  (and its scheduling latency: start minus scheduled time), container-engine API calls per
- *  rollout by kind and their time, CPU by process group (/proc, every second), and the CPU of
- *  podman's cgroups (containers; conmon with its runc and clean-up processes) as totals.
- *  After each measurement the machine settles (settle()) before the next one starts: the work
- *  a path leaves behind — podman runs an exec session's clean-up process exit_command_delay
- *  (5 s) after the exec ends, so a legacy round's last ~5 s of execs were cleaned up inside the
- *  next round's window — is not counted against the path measured next. Rollouts per minute
- *  count neither path's tail (the legacy path, with ~9× the execs, leaves the most); the CPU
- *  of the tail is measured and counted against its own path in `coreSecondsPerRolloutWithTail`
- *  and in the summary's CPU ratio (what a CPU-bound steady state pays per rollout).
- *  Writes bench/results/throughput.json. */
+ *  isolates the pipeline. Measured per round: rollouts per minute, the wall time of each
+ *  activity (and its scheduling latency: start minus scheduled time), container-engine API calls
+ *  per rollout by kind and their time, CPU by process group (/proc, every second), and the CPU
+ *  of podman's cgroups (containers; conmon with its runc and clean-up processes) as totals.
+ *  After each round the machine settles (settle()): podman runs an exec session's clean-up
+ *  process exit_command_delay (5 s) after the exec ends, and that tail's CPU is measured and
+ *  counted against its round in `coreSecondsPerRolloutWithTail` (what a CPU-bound steady state
+ *  pays per rollout). To compare two versions of floe, run it on each, one after the other, on
+ *  a quiet machine: docs/results.md keeps the figures (and the 2026-12 comparison with the
+ *  retired step-by-step pipeline). Writes bench/results/throughput.json. */
 import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
@@ -37,13 +32,14 @@ import { controlActivities } from '../workers/activities.js';
 import { CONTROL_QUEUE, sandboxQueue } from '../core/taskQueues.js';
 import { parseRunConfig } from '../core/config.js';
 import { renderToolCall, type ToolCall } from '../core/tools.js';
-import { createSandboxActivities, workerIdentity, type SandboxPipeline } from '../activities/sandbox/index.js';
+import { createSandboxActivities, workerIdentity } from '../activities/sandbox/index.js';
 import { createGradingActivities } from '../activities/grading.js';
 import { createTaskActivities } from '../activities/tasks.js';
 import { insertRun } from '../store/runs.js';
 import { closeDbPool } from '../store/pool.js';
 import { loadToySuite } from '../tasks/loaders.js';
-import type { RolloutInput, RolloutResult, RolloutSettings } from '../workflows/rollout.js';
+import type { RolloutInput, RolloutResult } from '../workflows/rollout.js';
+import type { RolloutSettings } from '../core/contracts.js';
 import { scriptedRolloutSettings, startScriptedEngine } from '../test/helpers/scriptedEngine.js';
 
 function arg(name: string, fallback: string): string {
@@ -53,7 +49,6 @@ function arg(name: string, fallback: string): string {
 const N = Number(arg('n', '48'));
 const CONCURRENCY = Number(arg('concurrency', '16'));
 const ROUNDS = Number(arg('rounds', '1'));
-const PATHS = arg('paths', 'legacy,fast').split(',') as SandboxPipeline[];
 
 // ---------- measurement ----------
 
@@ -76,7 +71,7 @@ class Stats {
 }
 const round = (x: number, d = 1) => Math.round(x * 10 ** d) / 10 ** d;
 
-/** The stats a path's activities and docker calls go to (the path being measured now). */
+/** The stats the activities and docker calls go to (the round being measured now). */
 let current: { activities: Stats; latency: Stats; docker: Stats } | null = null;
 
 /** Time every activity, and its scheduling latency (start minus this attempt's scheduled time). */
@@ -241,22 +236,17 @@ const common = { connection, namespace: s.temporal.namespace };
 const workers: Worker[] = [
   await Worker.create({ ...common, taskQueue: CONTROL_QUEUE, workflowBundle: await workflowBundle(), activities: timed(controlActivities(s)) }),
 ];
-for (const pipeline of PATHS) {
-  const opts = { host: `bench-${pipeline}`, image: sandboxImageTag(s), workerId: workerIdentity(), harnessPython: s.harness.bin, pipeline };
-  workers.push(await Worker.create({ ...common, taskQueue: sandboxQueue(opts.host), activities: timed({ ...createSandboxActivities(docker, opts), ...createGradingActivities(docker, opts) }) }));
-}
+const opts = { host: 'bench', image: sandboxImageTag(s), workerId: workerIdentity(), harnessPython: s.harness.bin };
+workers.push(await Worker.create({ ...common, taskQueue: sandboxQueue(opts.host), activities: timed({ ...createSandboxActivities(docker, opts), ...createGradingActivities(docker, opts) }) }));
 const running = Promise.all(workers.map((w) => w.run()));
-
-function rolloutSettings(pipeline: SandboxPipeline): RolloutSettings {
-  return { ...scriptedRolloutSettings(engine.url, { host: `bench-${pipeline}` }), pipeline };
-}
+const settings: RolloutSettings = scriptedRolloutSettings(engine.url, { host: opts.host });
 
 let counter = 0;
-async function oneRollout(pipeline: SandboxPipeline, i: number): Promise<RolloutResult> {
+async function oneRollout(i: number): Promise<RolloutResult> {
   const t = tasks[i % tasks.length];
-  const rolloutId = `${runId}-${pipeline}-${counter++}`;
+  const rolloutId = `${runId}-${counter++}`;
   engine.script(rolloutId, t.solution!.map((c) => ({ text: renderToolCall(c as ToolCall) })));
-  const input: RolloutInput = { runId, rolloutId, taskId: t.instanceId, groupId: `${runId}-${t.instanceId}`, attempt: 0, purpose: 'test', settings: rolloutSettings(pipeline) };
+  const input: RolloutInput = { runId, rolloutId, taskId: t.instanceId, groupId: `${runId}-${t.instanceId}`, attempt: 0, purpose: 'test', settings };
   return client.workflow.execute('rollout', { taskQueue: CONTROL_QUEUE, workflowId: `floe-rollout-${rolloutId}`, args: [input] });
 }
 
@@ -274,18 +264,18 @@ async function settle(): Promise<number> {
 }
 
 /** N rollouts with CONCURRENCY in flight (a new one starts as soon as one ends). */
-async function measure(pipeline: SandboxPipeline, n: number) {
+async function measure(n: number) {
   current = { activities: new Stats(), latency: new Stats(), docker: new Stats() };
   const cpu = startCpuSampler();
   const started = Date.now();
   const results: RolloutResult[] = [];
   let next = 0;
   await Promise.all(Array.from({ length: Math.min(CONCURRENCY, n) }, async () => {
-    while (next < n) results.push(await oneRollout(pipeline, next++));
+    while (next < n) results.push(await oneRollout(next++));
   }));
   const wallS = (Date.now() - started) / 1000;
   const c = cpu.stop();
-  // this path's tail: what it left running, until the machine is quiet again
+  // the round's tail: what it left running, until the machine is quiet again
   const tail0 = totalBusyTicks();
   const settledSeconds = await settle();
   const tailCoreSeconds = round((totalBusyTicks() - tail0) / 100, 1);
@@ -295,7 +285,7 @@ async function measure(pipeline: SandboxPipeline, n: number) {
   for (const r of results) gates[r.gate] = (gates[r.gate] ?? 0) + 1;
   const turns = results.reduce((a, r) => a + r.nTurns, 0);
   return {
-    pipeline, settledSeconds, rollouts: n, concurrency: CONCURRENCY, wallSeconds: round(wallS, 1), rolloutsPerMinute: round((n / wallS) * 60, 1),
+    settledSeconds, rollouts: n, concurrency: CONCURRENCY, wallSeconds: round(wallS, 1), rolloutsPerMinute: round((n / wallS) * 60, 1),
     turnsPerRollout: round(turns / n, 2), gates, passed: results.filter((r) => r.reward === 1).length,
     activityWallMsPerRollout: m.activities.perRollout(n),
     activitySchedulingLatencyMs: m.latency.perRollout(n),
@@ -307,17 +297,15 @@ async function measure(pipeline: SandboxPipeline, n: number) {
 type Measured = Awaited<ReturnType<typeof measure>>;
 const measured: Measured[] = [];
 try {
-  // warm-up, both paths: image layers, the workflow bundle, the harness, and one rollout of
-  // every task the rounds use — what a training run pays once per task (the fast path's
-  // repository made on the host, the harness's plan) and then amortises over hundreds of
-  // rollouts of the same pool; the rounds measure that steady state
-  for (const p of PATHS) await measure(p, Math.min(N, tasks.length));
+  // warm-up: image layers, the workflow bundle, the harness, and one rollout of every task the
+  // rounds use — what a training run pays once per task (the repository made on the host, the
+  // harness's plan) and then amortises over hundreds of rollouts of the same pool; the rounds
+  // measure that steady state
+  await measure(Math.min(N, tasks.length));
   for (let r = 0; r < ROUNDS; r++) {
-    for (const p of PATHS) {
-      const m = await measure(p, N);
-      process.stderr.write(`[bench] round ${r + 1} ${p}: ${m.rolloutsPerMinute} rollouts/min (${m.rollouts} in ${m.wallSeconds} s, passed ${m.passed}, ${m.cpu.coreSecondsPerRollout} core-s/rollout, ${m.cpu.coreSecondsPerRolloutWithTail} with its tail)\n`);
-      measured.push(m);
-    }
+    const m = await measure(N);
+    process.stderr.write(`[bench] round ${r + 1}: ${m.rolloutsPerMinute} rollouts/min (${m.rollouts} in ${m.wallSeconds} s, passed ${m.passed}, ${m.cpu.coreSecondsPerRollout} core-s/rollout, ${m.cpu.coreSecondsPerRolloutWithTail} with its tail)\n`);
+    measured.push(m);
   }
 } finally {
   for (const w of workers) w.shutdown();
@@ -329,30 +317,23 @@ try {
   await closeDbPool();
 }
 
-const perPath = (p: SandboxPipeline) => {
-  const ms = measured.filter((m) => m.pipeline === p);
-  const rollouts = ms.reduce((a, m) => a + m.rollouts, 0);
-  const wall = ms.reduce((a, m) => a + m.wallSeconds, 0);
-  const cpu = ms.reduce((a, m) => a + m.cpu.machineBusyCoreSeconds, 0);
-  const tail = ms.reduce((a, m) => a + m.cpu.tailCoreSeconds, 0);
-  return {
-    rollouts, wallSeconds: round(wall, 1), rolloutsPerMinute: round((rollouts / wall) * 60, 1),
-    coreSecondsPerRollout: round(cpu / rollouts, 2), coreSecondsPerRolloutWithTail: round((cpu + tail) / rollouts, 2),
-  };
+const rollouts = measured.reduce((a, m) => a + m.rollouts, 0);
+const wall = measured.reduce((a, m) => a + m.wallSeconds, 0);
+const cpu = measured.reduce((a, m) => a + m.cpu.machineBusyCoreSeconds, 0);
+const tail = measured.reduce((a, m) => a + m.cpu.tailCoreSeconds, 0);
+const summary = {
+  rollouts, wallSeconds: round(wall, 1), rolloutsPerMinute: round((rollouts / wall) * 60, 1),
+  coreSecondsPerRollout: round(cpu / rollouts, 2), coreSecondsPerRolloutWithTail: round((cpu + tail) / rollouts, 2),
 };
-const summary = Object.fromEntries(PATHS.map((p) => [p, perPath(p)]));
-const ratio = PATHS.includes('legacy') && PATHS.includes('fast') ? round(summary.fast.rolloutsPerMinute / summary.legacy.rolloutsPerMinute, 2) : null;
-/** The CPU each path pays per rollout, its tail included: legacy over fast. */
-const cpuRatio = ratio === null ? null : round(summary.legacy.coreSecondsPerRolloutWithTail / summary.fast.coreSecondsPerRolloutWithTail, 2);
 const out = {
   when: new Date().toISOString(),
   command: `npx tsx bench/throughput.ts ${process.argv.slice(2).join(' ')}`.trim(),
   machine: { cpus: (await import('node:os')).cpus().length, note: 'shared with other work: CPU by group includes it ("other")' },
   n: N, concurrency: CONCURRENCY, rounds: ROUNDS, tasks: tasks.length,
-  summary, speedup: ratio, cpuPerRolloutRatioWithTail: cpuRatio,
+  summary,
   runs: measured,
 };
 const file = path.join(repoRoot, 'bench', 'results', 'throughput.json');
 fs.mkdirSync(path.dirname(file), { recursive: true });
 fs.writeFileSync(file, JSON.stringify(out, null, 2) + '\n');
-process.stderr.write(`[bench] ${JSON.stringify(summary)} speedup ${ratio}, CPU per rollout with tails legacy/fast ${cpuRatio}\n[bench] wrote ${path.relative(repoRoot, file)}\n`);
+process.stderr.write(`[bench] ${JSON.stringify(summary)}\n[bench] wrote ${path.relative(repoRoot, file)}\n`);

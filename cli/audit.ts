@@ -16,7 +16,7 @@ import { upsertTask } from '../store/tasks.js';
 import { ensureAudit, listTaskAudits, type TaskAuditRow } from '../store/dataAudits.js';
 import { insertRun, setRunStatus } from '../store/runs.js';
 import { auditProgressQuery, auditRun, type AuditRunInput, type AuditSettings } from '../workflows/dataAudit.js';
-import { rolloutSettings } from '../workflows/trainingRun.js';
+import { rolloutSettings } from '../core/contracts.js';
 import { loadRunConfig } from './config.js';
 import { UsageError } from './args.js';
 

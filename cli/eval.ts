@@ -20,7 +20,7 @@ import {
 } from '../store/evaluations.js';
 import { newRunId } from '../client/runs.js';
 import { evaluationWorkflowId, startEvaluation } from '../client/evaluations.js';
-import { rolloutSettings } from '../workflows/trainingRun.js';
+import { rolloutSettings } from '../core/contracts.js';
 import { loadRunConfig } from './config.js';
 import { UsageError } from './args.js';
 

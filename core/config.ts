@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ENGINE_KINDS, LOSS_AGGS, RATIO_MODES } from './contracts.js';
 import { SYSTEM_PROMPT } from './harness.js';
 import { redactUrlsIn, urlCredentialsProblem } from './exposure.js';
 
@@ -26,7 +27,7 @@ export const EngineSchema = z.strictObject({
   node: z.string().min(1).default('local').meta({
     description: 'The node this engine runs on: its gpu worker (task queue floe-gpu@NODE, started by `floe worker gpu --node NODE`) loads each new weight version into the engine.',
   }),
-  kind: z.enum(['reference', 'vllm', 'sglang']).default('reference').meta({
+  kind: z.enum(ENGINE_KINDS).default('reference').meta({
     description: 'The server at `url`: floe\'s reference engine, or an unmodified vLLM or SGLang server (docs/guides/engines.md has their flags; `floe engine probe <url>` checks one).',
   }),
 }).meta({ description: 'An inference server the run generates with.' });
@@ -108,9 +109,6 @@ export const RunConfigSchema = z.strictObject({
     router: z.enum(['least-loaded', 'sticky', 'round-robin']).default('least-loaded').meta({
       description: 'Placement of generation requests (core/router.ts): \'least-loaded\' = the healthy engine with the least outstanding work, per request; \'sticky\' = a rollout stays on one engine, chosen by its group for prefix-cache reuse; \'round-robin\' = engines in turn, blind to load. The placement layer of the recipe.',
     }),
-    unhealthyAfter: positiveInt.default(2).meta({
-      description: 'Consecutive failed requests after which an engine is taken out of rotation until it answers again.',
-    }),
   }).prefault({}).meta({ description: 'The inference engines: how many floe starts, which servers to use, and how requests are placed on them.' }),
   trainer: z.strictObject({
     url: z.string().superRefine(withoutCredentials).default('').meta({
@@ -131,7 +129,7 @@ export const RunConfigSchema = z.strictObject({
     weightDecay: z.number().nonnegative().default(0).meta({
       description: 'AdamW\'s decoupled weight decay, applied at every optimizer step (each weight shrinks by lr × weightDecay of itself); 0 = none.',
     }),
-    ratioMode: z.enum(['clip', 'truncate']).default('clip').meta({
+    ratioMode: z.enum(RATIO_MODES).default('clip').meta({
       description: 'How each token\'s importance ratio (its probability under the trainer\'s weights over its probability when it was sampled) enters the loss: \'clip\' = the PPO-style clipped surrogate, the ratio kept within [1 − clipLow, 1 + clipHigh]; \'truncate\' = the policy gradient weighted by the ratio capped at truncateCap (clipLow and clipHigh unused).',
     }),
     clipLow: fraction.default(0.2).meta({
@@ -143,7 +141,7 @@ export const RunConfigSchema = z.strictObject({
     truncateCap: z.number().positive().default(2.0).meta({
       description: 'The cap of the importance weight when ratioMode is \'truncate\' (ignored under \'clip\').',
     }),
-    lossAgg: z.enum(['token-mean', 'seq-mean-token-mean']).default('token-mean').meta({
+    lossAgg: z.enum(LOSS_AGGS).default('token-mean').meta({
       description: 'How token losses become the loss of an optimizer step: \'token-mean\' = the mean over every trained token of the minibatch (a long rollout weighs more); \'seq-mean-token-mean\' = each rollout\'s mean over its own tokens, then the mean over rollouts (every rollout weighs the same).',
     }),
     advantage: z.enum(['group', 'group-std', 'reward']).default('group-std').meta({
@@ -197,9 +195,6 @@ export const RunConfigSchema = z.strictObject({
     }),
     maxOffPolicySteps: nonNegInt.default(2).meta({
       description: 'A rollout is stale, and discarded, when the policy advanced more than this many versions since its first token (0 = on-policy only); a group left with fewer than two rollouts is dropped whole.',
-    }),
-    historyEventLimit: positiveInt.default(8000).meta({
-      description: 'Continue-as-new after this many workflow history events (Temporal limits at 50k).',
     }),
   }).prefault({}).meta({ description: 'The training loop: how many updates, how big each is, and how stale a rollout may be.' }),
   evaluation: z.strictObject({
@@ -315,6 +310,8 @@ export function parseRunConfig(input: unknown, source = 'config'): RunConfig {
     const tiny = model === 'tiny' || model.startsWith('tiny:');
     if (tiny && tokenizer !== 'byte') throw new ConfigError([{ path: 'policy.tokenizer', message: `the tiny policy reads bytes: use tokenizer 'byte' (got ${JSON.stringify(tokenizer)}), or an hf: model for a real tokenizer` }], source);
     if (!tiny && !model.startsWith('hf:')) throw new ConfigError([{ path: 'policy.model', message: `unknown model ${JSON.stringify(model)}: use 'tiny', 'tiny:k=v,…' or 'hf:<config.json | model folder | model_type:k=v,…>'` }], source);
+    const { groupSize, maxInFlight } = r.data.rollout;
+    if (maxInFlight < groupSize) throw new ConfigError([{ path: 'rollout.maxInFlight', message: `${maxInFlight} rollouts in flight cannot hold one group of rollout.groupSize ${groupSize}: groups start whole, so none would ever start; raise it to at least ${groupSize}` }], source);
     if (r.data.evaluation.poolFromStart && !r.data.evaluation.atStart) throw new ConfigError([{ path: 'evaluation.poolFromStart', message: 'picking the pool by the starting policy needs its evaluation: set evaluation.atStart: true' }], source);
     const { every, heldOut } = r.data.evaluation;
     const trained = new Set(r.data.tasks.include);

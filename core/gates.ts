@@ -1,6 +1,9 @@
 import type { FormatVerdict } from './toolFormat.js';
 import { canonicalCallKey, validateToolCall, type ToolCall } from './tools.js';
 import { parseHermes } from './hermesParser.js';
+import type { Budgets, Gate, Layers } from './contracts.js';
+
+export type { Budgets, Gate, Layers } from './contracts.js';
 
 /** The reward gates. A rollout ends at the first invalid format, the first duplicate tool
  *  call or an exhausted budget, with reward 0 and a reason code; no hint-and-continue. Only
@@ -9,21 +12,7 @@ import { parseHermes } from './hermesParser.js';
  *  `recipe`): planTurn below plans a turn under any setting of them, and with all on decides
  *  exactly what gateTurn does. */
 
-export type Gate =
-  | 'passed' // submitted and every FAIL_TO_PASS and PASS_TO_PASS test passed
-  | 'tests_failed' // submitted, tests did not all pass (or the diff did not apply)
-  | 'format' // the raw output failed the format check (detail: the FormatReason)
-  | 'duplicate_call' // same tool with the same arguments as an earlier turn
-  | 'budget_turns'
-  | 'budget_tokens'
-  | 'budget_time'
-  | 'diff_too_large'
-  | 'sandbox_error'
-  | 'engine_error';
-
 export const GATE_REWARD_ZERO: readonly Gate[] = ['tests_failed', 'format', 'duplicate_call', 'budget_turns', 'budget_tokens', 'budget_time', 'diff_too_large', 'sandbox_error', 'engine_error'];
-
-export interface Budgets { maxTurns: number; maxTotalTokens: number; maxWallSeconds: number }
 
 export interface RolloutState {
   turns: number;
@@ -61,22 +50,8 @@ export function gateTurn(s: RolloutState, verdict: FormatVerdict, b: Budgets): T
 // The recipe's layers (config `recipe`, docs/design.md "The recipe as switches"). With every layer on, planTurn
 // decides exactly what gateTurn decides; a layer switched off behaves as public harnesses do.
 
-export interface Layers {
-  /** false = hint-and-continue: a malformed or duplicate call gets an error observation. */
-  rewardGate: boolean;
-  /** false = the Hermes-style parser (core/hermesParser.ts) decides what runs. */
-  rawFormatCheck: boolean;
-  /** false = an answer without a tool call, or an exhausted budget, ends the rollout and the
-   *  repository's final state is graded. */
-  explicitSubmit: boolean;
-}
 
 export const ALL_LAYERS_ON: Layers = { rewardGate: true, rawFormatCheck: true, explicitSubmit: true };
-
-/** The layers of a rollout's settings; absent (histories recorded before the switches) = on. */
-export function layersOf(r?: Partial<Layers>): Layers {
-  return { rewardGate: r?.rewardGate ?? true, rawFormatCheck: r?.rawFormatCheck ?? true, explicitSubmit: r?.explicitSubmit ?? true };
-}
 
 /** An exhausted budget is graded (the final state of the repository) unless the gate and
  *  explicit submission are both on: either off, and the harness grades whatever the repo holds. */

@@ -7,13 +7,13 @@
 
 export type LrScheduleKind = 'constant' | 'linear' | 'cosine';
 
-/** `lrSchedule` absent (a run config recorded before the schedule existed) means constant. */
-export interface LrSchedule { lr: number; lrSchedule?: LrScheduleKind; lrFinal?: number }
+/** The run config's trainer fields that set the schedule. */
+export interface LrSchedule { lr: number; lrSchedule: LrScheduleKind; lrFinal: number }
 
 /** The lr of the update that produces `version` (1-based) in a run of `updates` updates. */
 export function lrAt(t: LrSchedule, version: number, updates: number): number {
-  if (t.lrSchedule === undefined || t.lrSchedule === 'constant' || updates <= 1) return t.lr;
-  const final = t.lrFinal ?? 0.1;
+  if (t.lrSchedule === 'constant' || updates <= 1) return t.lr;
+  const final = t.lrFinal;
   const progress = Math.min(1, Math.max(0, (version - 1) / (updates - 1)));
   const left = t.lrSchedule === 'linear' ? 1 - progress : 0.5 * (1 + Math.cos(Math.PI * progress));
   return t.lr * (final + (1 - final) * left);

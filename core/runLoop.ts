@@ -2,6 +2,7 @@ import type { RunConfig } from './config.js';
 import { groupAdvantages } from './advantages.js';
 import { applyDecision, newTaskRecord, poolCounts, recordAttempt, type EvictionDecision, type TaskRecord } from './eviction.js';
 import { staleness } from './staleness.js';
+import type { Gate } from './contracts.js';
 
 /** The training run's bookkeeping as a pure state machine (no Temporal, no I/O). The
  *  trainingRun workflow owns the handlers, the waiting and the effects; every decision about
@@ -28,7 +29,9 @@ export interface LoopStatus {
   lastMeanReward: number | null;
   pool: { active: number; retiredMastered: number; retiredHopeless: number; revived: number };
   continuedAsNew: number;
-  /** Frozen-weight evaluations so far (absent in runs recorded before them). */
+  /** Why the run was stopped (set by a stop). */
+  stopReason?: string;
+  /** Frozen-weight evaluations so far. */
   evaluations?: { label: 'start' | 'end' | 'periodic' | 'retired'; version: number; k: number; tasks: number; pass1: number | null; passK: number | null; pool: number }[];
 }
 
@@ -38,7 +41,7 @@ export interface Finished {
   taskId: string;
   groupId: string;
   reward: number;
-  gate: string;
+  gate: Gate;
   versionStart: number | null;
 }
 
@@ -47,9 +50,8 @@ export interface LoopState<R extends Finished = Finished> {
   status: LoopStatus;
   tasks: Record<string, TaskRecord>;
   retiredAt: Record<string, number>;
-  /** The version at which each task was first retired as mastered, kept when it is revived
-   *  (absent in states carried before the forgetting check). */
-  masteredAt?: Record<string, number>;
+  /** The version at which each task was first retired as mastered, kept when it is revived. */
+  masteredAt: Record<string, number>;
   order: string[];
   cursor: number;
   groupSeq: number;
@@ -70,8 +72,8 @@ export interface InFlight<R extends Finished = Finished> {
 
 export type LoopConfig = Pick<RunConfig, 'seed'> & {
   rollout: Pick<RunConfig['rollout'], 'groupSize' | 'maxInFlight'>;
-  training: Pick<RunConfig['training'], 'updates' | 'groupsPerUpdate' | 'maxOffPolicySteps' | 'historyEventLimit'>;
-  trainer: Pick<RunConfig['trainer'], 'advantage'> & Partial<Pick<RunConfig['trainer'], 'negativeScale'>>;
+  training: Pick<RunConfig['training'], 'updates' | 'groupsPerUpdate' | 'maxOffPolicySteps'>;
+  trainer: Pick<RunConfig['trainer'], 'advantage' | 'negativeScale'>;
   eviction: Pick<RunConfig['eviction'], 'enabled' | 'masteredK' | 'hopelessM'>;
 };
 
@@ -192,7 +194,7 @@ export function chooseBatch<R extends Finished>(s: LoopState<R>, f: InFlight<R>,
   gids.forEach((g) => delete s.ready[g]);
   const version = s.status.policyVersion + 1;
   f.updating = { version, batch };
-  const adv = groupAdvantages(batch, cfg.trainer.advantage, { negativeScale: cfg.trainer.negativeScale ?? 1 });
+  const adv = groupAdvantages(batch, cfg.trainer.advantage, { negativeScale: cfg.trainer.negativeScale });
   return { version, batch, advantages: Object.fromEntries(adv) };
 }
 
@@ -231,7 +233,7 @@ export function evictionLanded(s: LoopState, f: InFlight, decisions: readonly Ev
   f.evicting = false;
   for (const d of decisions) {
     if (d.decision === 'retire_mastered' || d.decision === 'retire_hopeless') s.retiredAt[d.taskId] = s.status.policyVersion;
-    if (d.decision === 'retire_mastered') (s.masteredAt ??= {})[d.taskId] ??= s.status.policyVersion;
+    if (d.decision === 'retire_mastered') s.masteredAt[d.taskId] ??= s.status.policyVersion;
     applyDecision(s.tasks[d.taskId], d, Number(d.evidence.version ?? s.status.policyVersion));
   }
   s.status.pool = poolCounts(s.tasks);
@@ -248,13 +250,13 @@ export function periodicEvaluationDue(version: number, every: number): boolean {
  *  recheck regressed: it is the forgotten kind), so the cohort of update U is scored again at
  *  every later evaluation. */
 export function masteredTasks(s: LoopState): string[] {
-  const at = s.masteredAt ?? {};
-  return s.order.filter((id) => at[id] !== undefined);
+  return s.order.filter((id) => s.masteredAt[id] !== undefined);
 }
 
-/** Start draining once the history is long: no new groups until everything in flight ends. */
-export function noteHistoryLength(f: InFlight, historyLength: number, cfg: LoopConfig): void {
-  f.draining ||= historyLength > cfg.training.historyEventLimit;
+/** Start draining once Temporal suggests continue-as-new (the server's own measure of the
+ *  history's events and bytes): no new groups until everything in flight ends. */
+export function noteContinueAsNewSuggested(f: InFlight, suggested: boolean): void {
+  f.draining ||= suggested;
 }
 
 /** Nothing in flight: no rollouts, no update, no eviction. */
@@ -276,11 +278,31 @@ export function carried<R extends Finished>(s: LoopState<R>): LoopState<R> {
  *  already there (pausing a paused run is a no-op). */
 export type Transition = { accepted: true; changed: boolean } | { accepted: false; reason: string };
 
-export function transition(state: LoopRunState, ask: 'pause' | 'resume' | 'stop'): Transition {
+export type Ask = 'pause' | 'resume' | 'stop';
+
+export function transition(state: LoopRunState, ask: Ask): Transition {
   const over = state === 'stopped' || state === 'completed' || state === 'failed';
   if (over) return { accepted: false, reason: `the run has ${state}; start a new run instead` };
   if (state === 'stopping') return ask === 'stop' ? { accepted: true, changed: false } : { accepted: false, reason: `the run is stopping; it cannot ${ask}` };
   if (ask === 'pause') return { accepted: true, changed: state === 'running' };
   if (ask === 'resume') return { accepted: true, changed: state === 'paused' };
   return { accepted: true, changed: true };
+}
+
+/** The validator of a pause / resume / stop update: throws why the run cannot make it. */
+export function validateAsk(state: LoopRunState, what: Ask, reason?: unknown): void {
+  if (what === 'stop' && (typeof reason !== 'string' || reason.length > 1000)) throw new Error('the stop reason must be a string of at most 1000 characters');
+  const t = transition(state, what);
+  if (!t.accepted) throw new Error(t.reason);
+}
+
+/** A pause / resume / stop asked for from outside, applied to the run's status (a no-op when
+ *  the run is already there). Returns the status the caller sees. */
+export function ask(s: LoopState, what: Ask, reason = ''): LoopStatus {
+  const t = transition(s.status.state, what);
+  if (t.accepted && t.changed) {
+    s.status.state = what === 'pause' ? 'paused' : what === 'resume' ? 'running' : 'stopping';
+    if (what === 'stop') s.status.stopReason = reason || 'stopped by user';
+  }
+  return s.status;
 }

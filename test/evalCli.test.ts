@@ -14,7 +14,7 @@ import { listPass, parseTaskList } from '../core/evalTasks.js';
 import { frozenAttempt, scoreTasks } from '../core/passAtK.js';
 import { selectTasks } from '../tasks/loaders.js';
 import type { EvaluationInput, EvaluationResult } from '../workflows/evaluation.js';
-import type { RolloutSettings } from '../workflows/rollout.js';
+import type { RolloutSettings } from '../core/contracts.js';
 import { settings, withWorkers, type Platform } from './helpers/platform.js';
 import { floe } from './helpers/cli.js';
 import { startScriptedEngine, type ScriptedEngine, type ScriptedOutput, scriptedRolloutSettings } from './helpers/scriptedEngine.js';

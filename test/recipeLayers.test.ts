@@ -6,7 +6,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { scriptedRolloutSettings } from './helpers/scriptedEngine.js';
 import { parseRunConfig } from '../core/config.js';
-import { ALL_LAYERS_ON, budgetEnding, gateTurn, layersOf, planTurn, type Layers, type RolloutState } from '../core/gates.js';
+import { ALL_LAYERS_ON, budgetEnding, gateTurn, planTurn, type Layers, type RolloutState } from '../core/gates.js';
 import { checkRawOutput, type FormatVerdict } from '../core/toolFormat.js';
 import { canonicalCallKey, renderToolCall, type ToolCall } from '../core/tools.js';
 import { LAYER_NAMES, layerOverrides, parseLayerList, withLayer } from '../core/recipeLayers.js';
@@ -16,7 +16,8 @@ import { createTaskActivities } from '../activities/tasks.js';
 import { insertRun } from '../store/runs.js';
 import { getGateDecision, listTurns } from '../store/rollouts.js';
 import { loadToySuite } from '../tasks/loaders.js';
-import type { RolloutInput, RolloutResult, RolloutSettings } from '../workflows/rollout.js';
+import type { RolloutInput, RolloutResult } from '../workflows/rollout.js';
+import type { RolloutSettings } from '../core/contracts.js';
 
 const budgets = { maxTurns: 4, maxTotalTokens: 1000, maxWallSeconds: 60 };
 const state = (over: Partial<RolloutState> = {}): RolloutState => ({ turns: 1, tokens: 10, startedAtMs: 0, seenCalls: [], ...over });
@@ -85,8 +86,6 @@ describe('planTurn', () => {
       const want = g.action === 'end' ? { kind: 'end', ended: g.ended } : g.action === 'submit' ? { kind: 'submit' } : { kind: 'execute', call: g.call, key: g.key };
       expect(steps[0]).toEqual(want);
     }
-    expect(layersOf(undefined)).toEqual(ALL_LAYERS_ON);
-    expect(layersOf({ rewardGate: false })).toEqual({ ...ALL_LAYERS_ON, rewardGate: false });
   });
 
   it('gate off (hint-and-continue): a malformed turn gets an error observation instead of ending', () => {
@@ -167,7 +166,7 @@ describe('rollouts with layers switched off (scripted engine, real sandboxes)', 
   }, 600_000);
 
   function settingsFor(recipe: Partial<Layers>): RolloutSettings {
-    return scriptedRolloutSettings(engine.url, { maxTurns: 4, kind: 'reference', recipe });
+    return scriptedRolloutSettings(engine.url, { maxTurns: 4, recipe });
   }
 
   async function run(taskId: string, outputs: import('./helpers/scriptedEngine.js').ScriptedOutput[], recipe: Partial<Layers>): Promise<RolloutResult> {

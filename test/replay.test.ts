@@ -6,13 +6,12 @@ import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 import { workflowsPath } from '../workers/worker.js';
 import { installRuntimeLogger } from '../workers/logging.js';
 
-/** Determinism guard: histories recorded from real runs (test/fixtures/histories, written by
- *  `FLOE_RECORD_HISTORIES=1 npx vitest run test/runLifecycle.test.ts` and the rollout tests)
- *  must replay with the current workflow code. A change that breaks one needs patching
- *  (workflow.patched) or a deliberate re-recording. floe-rollout-pre005-*: rollouts recorded
- *  with the workflow code before turns were written once (migration 005), against stub
- *  activities whose generate answers have no rawText: a tool result, a format failure and a
- *  sandbox failure, which the rollout workflow must still replay (its legacy branch). */
+/** Determinism guard: histories recorded from real runs (test/fixtures/histories, written with
+ *  FLOE_RECORD_HISTORIES=1 by test/rollout.test.ts, test/runLifecycle.test.ts,
+ *  test/continueAsNew.test.ts and test/trainingLoop.test.ts) must replay with the current
+ *  workflow code. A change that breaks one needs patching (workflow.patched, then
+ *  deprecatePatch, then removal, as Temporal's patching guide says) or, when the histories it
+ *  breaks can no longer be running anywhere, a deliberate re-recording named in CHANGELOG.md. */
 const dir = path.join(import.meta.dirname, 'fixtures', 'histories');
 // the SDK's messages at WARN and above, one line each (the negative controls' nondeterminism warnings among them)
 installRuntimeLogger();
@@ -23,7 +22,9 @@ const changed = (name: string) => path.join(import.meta.dirname, 'fixtures', 'ch
 /** The training runs recorded with a weight update, an eviction and a continue-as-new. */
 /** An audit of 4 toy tasks (`floe audit`, test/dataAudit.test.ts) and its flagged task. */
 const AUDIT_FIXTURES = ['floe-audit-toy-ab71bc4a51.json', 'floe-audit-toy-ab71bc4a51-toy__c_to_f.json'];
-const RUN_FIXTURES = ['floe-run-loop-test-20261201T162537Z-l02b.json', 'floe-run-continue-as-new-test-20261201T162546Z-18fi.json'];
+const RUN_FIXTURES = ['floe-run-loop-test-20261201T162537Z-l02b.json', 'floe-run-continue-as-new-test-20261207T014436Z-o9jr.json'];
+/** Rollouts that earned 1 (tool calls, a submission, a grading), ran out of turns, and failed the format gate. */
+const ROLLOUT_FIXTURES = ['floe-rollout-rollout-test-22288-1796607674652-0.json', 'floe-rollout-rollout-test-22288-1796607674652-60.json', 'floe-rollout-rollout-test-22288-1796607674652-62.json'];
 
 async function replay(workflowsPath: string, files: string[]): Promise<{ workflowId: string; error: unknown }[]> {
   const out: { workflowId: string; error: unknown }[] = [];
@@ -44,6 +45,15 @@ describe('workflow determinism', () => {
     const children = RUN_FIXTURES.flatMap((f) => (JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as { events: { eventType: string; startChildWorkflowExecutionInitiatedEventAttributes?: { workflowType: { name: string } } }[] }).events)
       .map((e) => e.startChildWorkflowExecutionInitiatedEventAttributes?.workflowType.name ?? e.eventType);
     expect(children).toEqual(expect.arrayContaining(['weightUpdate', 'eviction', 'rollout', 'EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW']));
+  });
+
+  it('the rollout fixtures cover a passed, a budget-ended and a format-gated rollout', () => {
+    const gates = ROLLOUT_FIXTURES.map((f) => {
+      const done = (JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as { events: { workflowExecutionCompletedEventAttributes?: { result: { payloads: { data: string }[] } } }[] }).events
+        .find((e) => e.workflowExecutionCompletedEventAttributes)!.workflowExecutionCompletedEventAttributes!;
+      return (JSON.parse(Buffer.from(done.result.payloads[0].data, 'base64').toString('utf8')) as { gate: string }).gate;
+    });
+    expect(gates).toEqual(['passed', 'budget_turns', 'format']);
   });
 
   it('the data audit fixtures cover an audit run and a flagged task: validation, search, confirmation, record', () => {

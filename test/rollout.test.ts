@@ -12,8 +12,10 @@ import { Renderers } from '../activities/renderer.js';
 import type { RenderSpec } from '../core/renderSpec.js';
 import { repoRoot } from '../infra/settings.js';
 import { loadToySuite } from '../tasks/loaders.js';
-import type { RolloutInput, RolloutResult, RolloutSettings } from '../workflows/rollout.js';
+import type { RolloutInput, RolloutResult } from '../workflows/rollout.js';
+import type { RolloutSettings } from '../core/contracts.js';
 import { settings, withWorkers, type Platform } from './helpers/platform.js';
+import { recording, saveHistory } from './helpers/histories.js';
 import { EOS, startScriptedEngine, type ScriptedEngine, type ScriptedOutput, scriptedRolloutSettings } from './helpers/scriptedEngine.js';
 
 /** Real rollouts: real Temporal workflows, real podman sandboxes, real grading, Postgres —
@@ -81,6 +83,8 @@ describe('rollouts with a scripted policy', () => {
     expect(turns.length).toBeGreaterThanOrEqual(tasks.length);
     // every turn's row was written once, whole: the tool's fields are there wherever a tool ran
     for (const t of turns) expect(t).toMatchObject({ toolName: 'bash', exitCode: expect.any(Number), toolMs: expect.any(Number) });
+    // a replay fixture of a rollout that earned 1: tool calls, a submission, a grading (test/replay.test.ts)
+    if (recording()) saveHistory(`floe-rollout-${results[0].rolloutId}`);
   }, 900_000);
 
   it('a submit without a fix earns 0 (tests failed)', async () => {
@@ -93,6 +97,7 @@ describe('rollouts with a scripted policy', () => {
   it('no submit earns 0 (budget)', async () => {
     const r = await runRollout(tasks[1].instanceId, [bash('ls'), bash('pwd'), bash('ls -a'), bash('cat conftest.py'), bash('echo 5')]);
     expect(r).toMatchObject({ reward: 0, gate: 'budget_turns', nTurns: 4 });
+    if (recording()) saveHistory(`floe-rollout-${r.rolloutId}`);
     expect((await gateOf(r.rolloutId)).detail).toMatchObject({ maxTurns: 4 });
   });
 
@@ -120,6 +125,7 @@ describe('rollouts with a scripted policy', () => {
     });
     const wrong = results.filter(({ c, r, g }) => r.reward !== 0 || g.gate !== 'format' || g.detail.reason !== c.expect).map(({ c, g }) => `${c.id}: expected format/${c.expect}, got ${g.gate}/${g.detail.reason}`);
     expect(wrong).toEqual([]);
+    if (recording()) saveHistory(`floe-rollout-${results[0].r.rolloutId}`);
     const stored = (await listRunTurns(db, runId)).filter((t) => !t.formatOk);
     expect(stored).toHaveLength(malformed.length);
     expect(stored.every((t) => t.formatReason !== null && t.observation === null)).toBe(true);

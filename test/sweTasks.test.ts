@@ -17,11 +17,12 @@ import { insertRun } from '../store/runs.js';
 import { listTurns } from '../store/rollouts.js';
 import { dockerFromSettings } from '../infra/docker.js';
 import { sandboxImageTag } from '../infra/components/image.js';
-import type { RolloutInput, RolloutResult, RolloutSettings } from '../workflows/rollout.js';
+import type { RolloutInput, RolloutResult } from '../workflows/rollout.js';
+import type { RolloutSettings } from '../core/contracts.js';
 import { buildSweFixtures } from './fixtures/swe/build.js';
 import { buildR2eFixtures, R2E_ROWS_FILE } from './fixtures/r2e/build.js';
 import { settings, withWorkers, type Platform } from './helpers/platform.js';
-import { startScriptedEngine, type ScriptedEngine, type ScriptedOutput } from './helpers/scriptedEngine.js';
+import { scriptedRolloutSettings, startScriptedEngine, type ScriptedEngine, type ScriptedOutput } from './helpers/scriptedEngine.js';
 import { floe } from './helpers/cli.js';
 import { startRun } from '../client/runs.js';
 import { eventually } from './helpers/wait.js';
@@ -171,14 +172,12 @@ function packageOf(task: Task): string {
 
 describe('the real rollout loop', () => {
   function rolloutSettings(): RolloutSettings {
-    const c = parseRunConfig({});
+    const s = scriptedRolloutSettings(engine.url, { maxTurns: 4 });
     return {
-      engines: [{ id: 'scripted', url: engine.url, node: 'local' }],
-      router: 'least-loaded',
-      sampling: { temperature: 1, topP: 1, maxTokensPerTurn: 32768 },
+      ...s,
       budgets: { maxTurns: 4, maxTotalTokens: 1_000_000, maxWallSeconds: 900 },
       maxObservationChars: 2000,
-      sandbox: { ...c.sandbox, ...limits, gradeTimeoutSeconds: GRADE_TIMEOUT },
+      sandbox: { ...s.sandbox, ...limits, gradeTimeoutSeconds: GRADE_TIMEOUT },
       maxDiffBytes: 256 * 1024,
     };
   }

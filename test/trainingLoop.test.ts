@@ -15,7 +15,7 @@ import { settings, withWorkers, type Platform } from './helpers/platform.js';
 import { startScriptedEngine, type ScriptedEngine } from './helpers/scriptedEngine.js';
 import { floeBin, killGroup } from './helpers/cli.js';
 import { eventually } from './helpers/wait.js';
-import { continuedRunId, recording, saveHistory } from './helpers/histories.js';
+import { recording, saveHistory } from './helpers/histories.js';
 import { listBatchMembers, listPolicyVersions } from '../store/batches.js';
 import { engineLoadTotals } from '../store/engines.js';
 import { countRollouts, listRollouts, listRunTurns, listRunTurnTokens } from '../store/rollouts.js';
@@ -151,24 +151,6 @@ describe('trainingRun', () => {
     expect(new Set(train.map((r) => r.taskId))).toEqual(new Set([TASKS[0]]));
     await stop(platform.client, runId, 'test done');
     await eventually('the run to stop', () => getRunStatus(platform.client, runId), (s) => s.state === 'stopped', 120_000);
-  }, 300_000);
-
-  it('continues as new before its history grows long, and goes on', async () => {
-    const cfg = parseRunConfig({
-      name: 'continue-as-new-test',
-      tasks: { source: 'toy', include: [TASKS[0]] },
-      engines: { endpoints: [{ id: 'scripted', url: scripted.url, node: 'local' }] },
-      trainer: { url: 'http://127.0.0.1:9' },
-      rollout: { groupSize: 2, maxInFlight: 2, maxTurns: 2 },
-      training: { groupsPerUpdate: 1000, historyEventLimit: 40 },
-    });
-    const { runId } = await startRun(platform.client, cfg);
-    const st = await eventually('a continue-as-new', () => getRunStatus(platform.client, runId), (s) => s.continuedAsNew >= 1 && s.rolloutsFinished >= 4, 180_000);
-    expect(st.state).toBe('running');
-    await stop(platform.client, runId, 'test done');
-    await eventually('the run to stop', () => getRunStatus(platform.client, runId), (s) => s.state === 'stopped', 120_000);
-    // a replay fixture of the run that continued as new (test/replay.test.ts)
-    if (recording()) saveHistory(runWorkflowId(runId), { runId: await continuedRunId(platform.client, runWorkflowId(runId)) });
   }, 300_000);
 });
 

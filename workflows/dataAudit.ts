@@ -1,13 +1,13 @@
 import { defineQuery, executeChild, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { auditStatus, standardValidation, type AuditRowSummary, type AuditStatus } from '../core/dataAudit.js';
-import type { SandboxLimits } from '../core/sandboxPolicy.js';
 import { CONTROL_QUEUE, sandboxQueue } from '../core/taskQueues.js';
 import { FloeKind, FloeRunId, FloeTaskId } from '../core/searchAttributes.js';
 import type { DataAuditActivities } from '../activities/dataAudit.js';
 import type { GradingActivities } from '../activities/grading.js';
 import type { AuditSearchActivities, CandidateOutcome, ExtraCandidate, Strengthened } from '../activities/auditSearch.js';
 import type { Task } from '../core/taskModel.js';
-import { rollout, type RolloutSettings } from './rollout.js';
+import type { RolloutSettings, SandboxSettings } from '../core/contracts.js';
+import { rollout } from './rollout.js';
 
 /** The data audit of one task (`dataAudit`) and of a dataset (`auditRun`, many tasks at once
  *  under a concurrency limit). A task's audit: the row, blind to its labels; the standard
@@ -18,7 +18,7 @@ import { rollout, type RolloutSettings } from './rollout.js';
  *  (core/auditorAgent.ts) come first, and their fixes join the search's candidates. */
 
 export interface AuditSettings {
-  sandbox: SandboxLimits & { host: string; gradeTimeoutSeconds: number };
+  sandbox: SandboxSettings;
   maxCandidates: number;
   /** Wrong candidates graded afresh before one is kept (each is one grading). */
   maxConfirmations: number;

@@ -4,7 +4,8 @@ import { evaluationKey, type EvaluationLabel } from '../core/evaluationLabels.js
 import { CONTROL_QUEUE } from '../core/taskQueues.js';
 import { FloeKind, FloePolicyVersion, FloeRunId } from '../core/searchAttributes.js';
 import type { TrainingActivities } from '../activities/training.js';
-import { rollout, type RolloutSettings } from './rollout.js';
+import type { RolloutSettings } from '../core/contracts.js';
+import { rollout } from './rollout.js';
 
 /** A frozen-weight evaluation: k attempts at every task with the weights the engines hold
  *  (the run starts no weight update meanwhile), at most `maxInFlight` at once. Scores each

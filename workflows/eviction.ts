@@ -3,7 +3,8 @@ import { applyDecision, recheckDecision, recheckDue, retireDecisions, type Evict
 import { CONTROL_QUEUE } from '../core/taskQueues.js';
 import { FloeKind, FloePolicyVersion, FloeRunId } from '../core/searchAttributes.js';
 import type { TrainingActivities } from '../activities/training.js';
-import { rollout, type RolloutSettings } from './rollout.js';
+import type { RolloutSettings } from '../core/contracts.js';
+import { rollout } from './rollout.js';
 
 /** Eviction decisions at one policy version: retire mastered and hopeless tasks, re-score
  *  retired tasks that are due (rollouts with the current, frozen weights) and revive those

@@ -1,7 +1,8 @@
-import { patched, proxyActivities, proxyLocalActivities, upsertSearchAttributes } from '@temporalio/workflow';
+import { deprecatePatch, proxyActivities, proxyLocalActivities, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Task } from '../core/taskModel.js';
-import type { Ended, Gate } from '../core/gates.js';
-import type { GradeResult, SandboxLimits } from '../core/sandboxPolicy.js';
+import type { Ended } from '../core/gates.js';
+import type { Gate, SandboxSettings } from '../core/contracts.js';
+import type { GradeResult } from '../core/sandboxPolicy.js';
 import { sandboxQueue } from '../core/taskQueues.js';
 import { FloeKind, FloeTaskId } from '../core/searchAttributes.js';
 import type { AuditActivities } from '../activities/audit.js';
@@ -25,24 +26,20 @@ export interface RewardGateInput {
   rolloutId: string;
   task: Task;
   ending: RolloutEnding;
-  sandbox: SandboxLimits & { host: string; gradeTimeoutSeconds: number };
-  /** bench/throughput.ts only (the rollout's settings.pipeline): 'legacy' = every audit write
-   *  its own activity. */
-  pipeline?: 'fast' | 'legacy';
+  sandbox: SandboxSettings;
 }
 
 export interface GateResult { gate: Gate; reward: number }
 
-/** The fast rollout path (rollout and rewardGate): audit writes as local activities (and in
- *  the rollout, the diff taken as the sandbox is removed). Histories recorded before it
- *  replay with the activities they scheduled. */
+/** The patch that introduced the one rollout path (audit writes as local activities; in the
+ *  rollout, the diff taken as the sandbox is removed), now deprecated: the step-by-step path
+ *  it replaced is gone. */
 export const FAST_ROLLOUT_PATCH = 'floe-fast-rollout';
 
-const remoteAudit = proxyActivities<AuditActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10 } });
-const localAudit = proxyLocalActivities<AuditActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10 } });
+const audit = proxyLocalActivities<AuditActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10 } });
 
 export async function rewardGate(input: RewardGateInput): Promise<GateResult> {
-  const audit = input.pipeline !== 'legacy' && patched(FAST_ROLLOUT_PATCH) ? localAudit : remoteAudit;
+  deprecatePatch(FAST_ROLLOUT_PATCH);
   upsertSearchAttributes([{ key: FloeKind, value: 'rewardGate' }, { key: FloeTaskId, value: input.task.instanceId }]);
   if (input.ending.kind === 'ended') {
     const { gate, detail } = input.ending.ended;

@@ -1,8 +1,7 @@
-import { CancellationScope, executeChild, patched, proxyActivities, proxyLocalActivities, upsertSearchAttributes, workflowInfo, ApplicationFailure } from '@temporalio/workflow';
+import { CancellationScope, deprecatePatch, executeChild, proxyActivities, proxyLocalActivities, upsertSearchAttributes, workflowInfo, ApplicationFailure } from '@temporalio/workflow';
 import type { Task } from '../core/taskModel.js';
-import type { RouterPolicy } from '../core/router.js';
-import type { SandboxLimits } from '../core/sandboxPolicy.js';
-import { budgetEnding, budgetGate, layersOf, planTurn, type Budgets, type Ended, type Layers, type RolloutState } from '../core/gates.js';
+import { budgetEnding, budgetGate, planTurn, type Ended, type RolloutState } from '../core/gates.js';
+import type { Gate, RolloutSettings } from '../core/contracts.js';
 import { renderObservation } from '../core/harness.js';
 import { detectShortcuts } from '../core/shortcuts.js';
 import { rootMessage } from '../core/failures.js';
@@ -10,9 +9,7 @@ import { CONTROL_QUEUE, sandboxQueue } from '../core/taskQueues.js';
 import { FloeKind, FloeRunId, FloeTaskId } from '../core/searchAttributes.js';
 import type { AuditActivities, TurnOutcome } from '../activities/audit.js';
 import type { GeneratedTurn, GenerateActivities } from '../activities/generate.js';
-import type { EngineEndpoint } from '../activities/engines/adapter.js';
 import type { SandboxActivities } from '../activities/sandbox/index.js';
-import type { RenderSpec } from '../core/renderSpec.js';
 import { FAST_ROLLOUT_PATCH, rewardGate, type GateResult, type RolloutEnding } from './rewardGate.js';
 
 /** One attempt at one task: a sandbox, then turns (generate → gate the raw output → run the
@@ -23,29 +20,11 @@ import { FAST_ROLLOUT_PATCH, rewardGate, type GateResult, type RolloutEnding } f
  *  the gate off a bad turn gets an error observation and the rollout goes on; with the raw
  *  check off the Hermes parser's calls all run, in order, their observations joined; with
  *  explicit submission off (or the gate off) the final state of the repository is graded when
- *  the rollout ends without submitting. With every layer on (and in histories recorded before
- *  the switches) a turn issues exactly the commands it always did. */
+ *  the rollout ends without submitting. The audit writes are local activities (run by the
+ *  control worker that runs the workflow: one marker event each instead of an activity's
+ *  scheduled / started / completed events and a task-queue round trip), and a submission's
+ *  diff is taken by the activity that removes the sandbox. */
 
-export interface RolloutSettings {
-  engines: EngineEndpoint[];
-  router: RouterPolicy;
-  /** Tokenizer + chat template, and the system message (absent in histories recorded before the token path). */
-  render?: RenderSpec;
-  systemPrompt?: string;
-  sampling: { temperature: number; topP: number; maxTokensPerTurn: number };
-  budgets: Budgets;
-  maxObservationChars: number;
-  sandbox: SandboxLimits & { host: string; gradeTimeoutSeconds: number };
-  maxDiffBytes: number;
-  /** The recipe's rollout layers (config `recipe`); absent or a field absent = on. */
-  recipe?: Partial<Layers>;
-  /** A frozen-weight evaluation's policy version (workflows/evaluation.ts): a generated id of
-   *  any other version is never kept (activities/generate.ts). Absent: training. */
-  frozenVersion?: number;
-  /** bench/throughput.ts only: 'legacy' runs the rollout as before the fast path (every audit
-   *  write its own activity). Absent: the fast path. */
-  pipeline?: 'fast' | 'legacy';
-}
 
 export interface RolloutInput {
   runId: string;
@@ -63,28 +42,21 @@ export interface RolloutResult {
   taskId: string;
   groupId: string;
   reward: number;
-  gate: string;
+  gate: Gate;
   nTurns: number;
   versionStart: number | null;
   versionEnd: number | null;
   shortcutFlags: string[];
 }
 
-const remoteAudit = proxyActivities<AuditActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10 } });
-/** The audit writes as local activities (LOCAL_AUDIT_PATCH): run by the control worker that
- *  runs the workflow, one marker event each instead of an activity's scheduled / started /
- *  completed events and a task-queue round trip. */
-const localAudit = proxyLocalActivities<AuditActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10 } });
+const audit = proxyLocalActivities<AuditActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10 } });
 const engine = proxyActivities<GenerateActivities>({ startToCloseTimeout: '10 minutes', heartbeatTimeout: '30 seconds', retry: { maximumAttempts: 5, initialInterval: '1 second' } });
 
 export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const { settings: cfg, rolloutId } = input;
-  const layers = layersOf(cfg.recipe);
-  // FAST_ROLLOUT_PATCH: the audit writes are local activities, and a submission's diff is
-  // taken by the activity that removes the sandbox. Histories recorded before the patch (and
-  // settings.pipeline 'legacy') replay with the activities they scheduled.
-  const fast = cfg.pipeline !== 'legacy' && patched(FAST_ROLLOUT_PATCH);
-  const audit = fast ? localAudit : remoteAudit;
+  const layers = cfg.recipe;
+  // The step-by-step pipeline is retired (CHANGELOG.md); this marks the histories of the one path.
+  deprecatePatch(FAST_ROLLOUT_PATCH);
   upsertSearchAttributes([{ key: FloeRunId, value: input.runId }, { key: FloeKind, value: 'rollout' }, { key: FloeTaskId, value: input.taskId }]);
   const sandbox = proxyActivities<SandboxActivities>({
     taskQueue: sandboxQueue(cfg.sandbox.host),
@@ -119,7 +91,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const decision: GateResult = await executeChild(rewardGate, {
     workflowId: `${workflowInfo().workflowId}-gate`,
     taskQueue: CONTROL_QUEUE,
-    args: [{ runId: input.runId, rolloutId, task, ending, sandbox: cfg.sandbox, ...(cfg.pipeline ? { pipeline: cfg.pipeline } : {}) }],
+    args: [{ runId: input.runId, rolloutId, task, ending, sandbox: cfg.sandbox }],
   });
 
   const result: RolloutResult = {
@@ -155,17 +127,13 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       for (const v of gen.versions) if (versions[versions.length - 1] !== v) versions.push(v);
 
       const turn: TurnOutcome = { rolloutId, turnIndex, generated: gen, shortcutFlags: [], tool: null };
-      // A generate answer without its text was recorded before turns were written once: that
-      // activity inserted the row itself, and only its tool result follows (histories replay).
-      const legacy = gen.rawText === undefined;
       let ending: RolloutEnding | null;
       try {
         ending = await act(gen, turn);
       } finally {
         // also when the tool failed: the turn happened, and the rollout's audit shows it
-        if (!legacy) await CancellationScope.nonCancellable(() => audit.recordTurn(turn));
+        await CancellationScope.nonCancellable(() => audit.recordTurn(turn));
       }
-      if (legacy && turn.tool) await audit.recordToolResult({ rolloutId, turnIndex, ...turn.tool, shortcutFlags: turn.shortcutFlags });
       if (ending) return ending;
     }
   }
@@ -178,14 +146,9 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
 
   /** The diff of the repository as it is now, recorded as the rollout's submission. */
   async function submission(finalStateOf?: Ended): Promise<RolloutEnding> {
-    let d: { diff: string; bytes: number; truncated: boolean };
-    if (fast) {
-      // the rollout is over: the diff, then the container is removed, in one activity
-      d = await sandbox.takeDiffAndDestroy({ containerId: containerId!, maxBytes: cfg.maxDiffBytes });
-      containerId = null;
-    } else {
-      d = await sandbox.extractDiff({ containerId: containerId!, maxBytes: cfg.maxDiffBytes });
-    }
+    // the rollout is over: the diff, then the container is removed, in one activity
+    const d = await sandbox.takeDiffAndDestroy({ containerId: containerId!, maxBytes: cfg.maxDiffBytes });
+    containerId = null;
     await audit.recordSubmission({ rolloutId, diff: d.diff, bytes: d.bytes, truncated: d.truncated });
     if (d.truncated) return { kind: 'ended', ended: { gate: 'diff_too_large', detail: { bytes: d.bytes, maxBytes: cfg.maxDiffBytes } } };
     return finalStateOf ? { kind: 'submitted', diff: d.diff, finalState: finalStateOf } : { kind: 'submitted', diff: d.diff };
@@ -200,7 +163,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   /** Gate a generated turn and run its tools, filling in `turn` (shortcut flags, tool result).
    *  Returns how the rollout ends on this turn, or null when it goes on. */
   async function act(gen: Extract<GeneratedTurn, { kind: 'generated' }>, turn: TurnOutcome): Promise<RolloutEnding | null> {
-    const steps = planTurn(state, { verdict: gen.verdict, rawText: gen.rawText ?? '' }, cfg.budgets, layers);
+    const steps = planTurn(state, { verdict: gen.verdict, rawText: gen.rawText }, cfg.budgets, layers);
     const observations: string[] = [];
     let exitCode: number | null = null;
     let toolMs = 0;

@@ -3,12 +3,11 @@ import {
   upsertSearchAttributes, workflowInfo, ParentClosePolicy,
 } from '@temporalio/workflow';
 import type { RunConfig } from '../core/config.js';
-import { lrAt } from '../core/lrSchedule.js';
 import { evaluationKey } from '../core/evaluationLabels.js';
-import { renderSpec } from '../core/renderSpec.js';
+import { rolloutSettings, trainStepConfig } from '../core/contracts.js';
 import {
-  carried, chooseBatch, discardStale, evictionLanded, loopGoesOn, masteredTasks, newInFlight, newLoopState, noteHistoryLength, periodicEvaluationDue, planGroups,
-  readyToContinueAsNew, rolloutFinished, setPool, transition, updateLanded, type LoopState as CoreLoopState,
+  ask, carried, chooseBatch, discardStale, evictionLanded, loopGoesOn, masteredTasks, newInFlight, newLoopState, noteContinueAsNewSuggested, periodicEvaluationDue, planGroups,
+  readyToContinueAsNew, rolloutFinished, setPool, updateLanded, validateAsk, type Ask, type LoopState as CoreLoopState,
 } from '../core/runLoop.js';
 import { rootMessage } from '../core/failures.js';
 import { CONTROL_QUEUE, sandboxQueue } from '../core/taskQueues.js';
@@ -17,17 +16,18 @@ import type { DbActivities } from '../activities/db.js';
 import type { TaskActivities } from '../activities/tasks.js';
 import type { TrainingActivities } from '../activities/training.js';
 import type { SandboxActivities } from '../activities/sandbox/index.js';
-import { pauseRun, resumeRun, runStatus, stopRun, type RunStatus } from './messages.js';
-import { rollout, type RolloutResult, type RolloutSettings } from './rollout.js';
+import { pauseRun, resumeRun, runStatus, stopRun, type RunState, type RunStatus } from './messages.js';
+import { rollout, type RolloutResult } from './rollout.js';
 import { weightUpdate, type WeightUpdateResult } from './weightUpdate.js';
 import { eviction, type EvictionResult } from './eviction.js';
 import { evaluation, type EvaluationResult } from './evaluation.js';
 
 /** One training run: the asynchronous loop, as a thin script over the pure state machine in
- *  core/runLoop.ts. It keeps the handlers (pause / resume / stop by validated update, status by
- *  query), waits on `condition`, and runs the effects the state machine asks for: rollout
- *  children for planned groups, a weightUpdate child for a chosen batch, an eviction child
- *  after an update, the audit records, and continue-as-new when drained. */
+ *  core/runLoop.ts. Its handlers hand each message to the state machine in one line (pause /
+ *  resume / stop by validated update, status by query); it waits on `condition` and runs the
+ *  effects the state machine asks for: rollout children for planned groups, a weightUpdate
+ *  child for a chosen batch, an eviction child after an update, the audit records, and
+ *  continue-as-new once Temporal suggests it and nothing is in flight. */
 
 export type LoopState = CoreLoopState<RolloutResult>;
 
@@ -51,22 +51,6 @@ export async function trainingRun(input: TrainingRunInput): Promise<RunStatus> {
   }
 }
 
-export function rolloutSettings(config: RunConfig): RolloutSettings {
-  return {
-    engines: config.engines.endpoints,
-    router: config.engines.router,
-    render: renderSpec(config.policy),
-    systemPrompt: config.rollout.systemPrompt,
-    sampling: { temperature: config.policy.temperature, topP: config.policy.topP, maxTokensPerTurn: config.policy.maxTokensPerTurn },
-    budgets: { maxTurns: config.rollout.maxTurns, maxTotalTokens: config.rollout.maxTotalTokens, maxWallSeconds: config.rollout.maxWallSeconds },
-    maxObservationChars: config.rollout.maxObservationChars,
-    sandbox: config.sandbox,
-    maxDiffBytes: 64 * 1024,
-    // (configs recorded before the recipe switches have no `recipe`: every layer on)
-    recipe: config.recipe === undefined ? undefined : { rewardGate: config.recipe.rewardGate, rawFormatCheck: config.recipe.rawFormatCheck, explicitSubmit: config.recipe.explicitSubmit },
-  };
-}
-
 async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
   const { runId, config } = input;
   const settings = rolloutSettings(config);
@@ -74,61 +58,45 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
   const f = newInFlight<RolloutResult>(); // nothing is in flight across continue-as-new
   const status = s.status;
   status.rolloutsInFlight = 0;
-  let stopReason = '';
 
-  // ---- handlers: the state changes asked for from outside (validated before they are accepted) ----
+  /** The run state Postgres holds; the state machine's, recorded when they differ. */
+  let recorded: RunState = status.state;
+  async function recordState(): Promise<void> {
+    if (status.state === recorded) return;
+    recorded = status.state;
+    await db.recordRunState({ runId, state: recorded });
+  }
+  /** A pause / resume / stop the validator accepted: the state machine applies it, the audit records it. */
+  async function control(what: Ask, reason?: string): Promise<RunStatus> {
+    ask(s, what, reason);
+    await recordState();
+    return status;
+  }
+
+  // ---- handlers: each hands its message to the state machine ----
   setHandler(runStatus, () => status);
-  const validate = (ask: 'pause' | 'resume' | 'stop') => () => {
-    const t = transition(status.state, ask);
-    if (!t.accepted) throw new Error(t.reason);
-  };
-  setHandler(pauseRun, async () => {
-    if (transition(status.state, 'pause').accepted && status.state === 'running') {
-      status.state = 'paused';
-      await db.recordRunState({ runId, state: 'paused' });
-    }
-    return status;
-  }, { validator: validate('pause') });
-  setHandler(resumeRun, async () => {
-    if (status.state === 'paused') {
-      status.state = 'running';
-      await db.recordRunState({ runId, state: 'running' });
-    }
-    return status;
-  }, { validator: validate('resume') });
-  setHandler(stopRun, async (reason: string) => {
-    if (status.state === 'running' || status.state === 'paused') {
-      status.state = 'stopping';
-      stopReason = reason || 'stopped by user';
-      await db.recordRunState({ runId, state: 'stopping' });
-    }
-    return status;
-  }, {
-    validator: (reason: string) => {
-      if (typeof reason !== 'string' || reason.length > 1000) throw new Error('the stop reason must be a string of at most 1000 characters');
-      validate('stop')();
-    },
-  });
+  setHandler(pauseRun, () => control('pause'), { validator: () => validateAsk(status.state, 'pause') });
+  setHandler(resumeRun, () => control('resume'), { validator: () => validateAsk(status.state, 'resume') });
+  setHandler(stopRun, (reason: string) => control('stop', reason), { validator: (reason: string) => validateAsk(status.state, 'stop', reason) });
   upsertSearchAttributes([{ key: FloeRunId, value: runId }, { key: FloeKind, value: 'trainingRun' }, { key: FloePolicyVersion, value: status.policyVersion }]);
   if (settings.engines.length === 0) throw new Error('the run config lists no engines (engines.endpoints); `floe demo` starts embedded ones, or list yours');
   if (!config.trainer.url) throw new Error('the run config has no trainer.url; `floe demo` starts an embedded trainer, or give yours');
 
   if (!input.carried) {
     await db.recordRunStart({ runId, workflowId: workflowInfo().workflowId, name: config.name, config });
-    const heldOut = config.evaluation?.heldOut ?? [];
+    const heldOut = config.evaluation.heldOut;
     const sel = { source: config.tasks.source, layout: config.tasks.layout, limit: config.tasks.limit, excludeLooseTests: config.tasks.excludeLooseTests, onBadRow: config.tasks.onBadRow };
     // held-out tasks never enter the pool; they are loaded (and their images checked) for the periodic evaluation
     const pool = await taskActs.loadTaskPool({ ...sel, include: config.tasks.include, ...(config.tasks.audit ? { audit: config.tasks.audit } : {}), ...(heldOut.length ? { exclude: heldOut } : {}) });
     const held = heldOut.length ? await taskActs.loadTaskPool({ ...sel, include: heldOut, limit: 0, excludeLooseTests: false }) : null;
-    const images = [...new Set([...(pool.images ?? []), ...(held?.images ?? [])])].sort();
-    // (histories recorded before the preflight have no images in the pool's answer)
+    const images = [...new Set([...pool.images, ...(held?.images ?? [])])].sort();
     if (images.length) {
       // every task image is on the sandbox host (or pulled) before any rollout starts
       const preflight = proxyActivities<SandboxActivities>({ taskQueue: sandboxQueue(config.sandbox.host), startToCloseTimeout: '2 hours', heartbeatTimeout: '2 minutes', retry: { maximumAttempts: 3 } });
       await preflight.preflightTaskImages({ images });
     }
     let taskIds = pool.taskIds;
-    if (config.evaluation?.atStart) {
+    if (config.evaluation.atStart) {
       // the starting weights, frozen: no group and no update has started yet
       const e = await evaluate('start', taskIds);
       if (config.evaluation.poolFromStart) {
@@ -154,7 +122,7 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
    *  it ends: the held-out tasks, and every task retired as mastered so far, revived or not (the forgetting
    *  check). Train rollouts in flight go on meanwhile; their results wait for the loop. */
   async function evaluatePeriodic(): Promise<void> {
-    if (!periodicEvaluationDue(status.policyVersion, config.evaluation?.every ?? 0)) return;
+    if (!periodicEvaluationDue(status.policyVersion, config.evaluation.every)) return;
     if (config.evaluation.heldOut.length) await evaluate('periodic', config.evaluation.heldOut);
     const mastered = masteredTasks(s);
     if (mastered.length) await evaluate('retired', mastered);
@@ -202,7 +170,7 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
       workflowId: `${workflowInfo().workflowId}-update-v${plan.version}`,
       taskQueue: CONTROL_QUEUE,
       // negative advantages are already scaled (core/advantages.ts): the trainer takes them as given
-      args: [{ runId, version: plan.version, trainer: { url: config.trainer.url, node: config.trainer.node }, engines: settings.engines, advantages: plan.advantages, config: { lr: lrAt(config.trainer, plan.version, config.training.updates), clipLow: config.trainer.clipLow, clipHigh: config.trainer.clipHigh, epochs: config.trainer.epochs, minibatches: config.trainer.minibatches }, ...(config.recipe?.cacheRebuild === false ? { cacheRebuild: false } : {}) }],
+      args: [{ runId, version: plan.version, trainer: { url: config.trainer.url, node: config.trainer.node }, engines: settings.engines, advantages: plan.advantages, config: trainStepConfig(config.trainer, plan.version, config.training.updates), cacheRebuild: config.recipe.cacheRebuild }],
     }).then((h) => h.result());
     updating.then((r) => { updateDone = r; }, (err: unknown) => { failure = err; });
   }
@@ -222,7 +190,7 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
       void startChild(eviction, {
         workflowId: `${workflowInfo().workflowId}-eviction-v${status.policyVersion}`,
         taskQueue: CONTROL_QUEUE,
-        args: [{ runId, version: status.policyVersion, tasks: s.tasks, retiredAt: s.retiredAt, policy: config.recipe?.recheck === false ? { ...config.eviction, recheck: false } : config.eviction, rollout: settings }],
+        args: [{ runId, version: status.policyVersion, tasks: s.tasks, retiredAt: s.retiredAt, policy: config.recipe.recheck ? config.eviction : { ...config.eviction, recheck: false }, rollout: settings }],
       }).then((h) => h.result()).then((r) => { evictionDone = r; }, (err: unknown) => { failure = err; });
     }
   }
@@ -234,11 +202,12 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
 
   // ---- the loop: wake on news, hand it to the state machine, run the effects it asks for ----
   while (loopGoesOn(s, config)) {
+    await recordState();
     if (status.state === 'paused') {
       await condition(() => status.state !== 'paused');
       continue;
     }
-    noteHistoryLength(f, workflowInfo().historyLength, config);
+    noteContinueAsNewSuggested(f, workflowInfo().continueAsNewSuggested);
     await startGroups();
     if (readyToContinueAsNew(s, f)) await continueAsNew<typeof trainingRun>({ runId, config, carried: carried(s) });
     await condition(() => finished.length > 0 || updateDone !== null || evictionDone !== null || failure !== null || status.state !== 'running' || readyToContinueAsNew(s, f));
@@ -261,10 +230,10 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
     if (evictionDone) landEviction(evictionDone);
   }
   // the final weights, frozen (the last update has landed; none follows)
-  if (status.state !== 'stopping' && config.evaluation?.atEnd) await evaluate('end', s.order);
+  if (status.state !== 'stopping' && config.evaluation.atEnd) await evaluate('end', s.order);
   await condition(allHandlersFinished);
   const final = status.state === 'stopping' ? 'stopped' : 'completed';
-  await db.recordRunState({ runId, state: final, summary: { ...status, state: final, stopReason } });
+  await db.recordRunState({ runId, state: final, summary: { ...status, state: final } });
   status.state = final;
   return status;
 }

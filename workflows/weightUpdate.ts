@@ -1,9 +1,9 @@
 import { proxyActivities, upsertSearchAttributes } from '@temporalio/workflow';
 import { gpuQueue } from '../core/taskQueues.js';
 import { FloeKind, FloePolicyVersion, FloeRunId } from '../core/searchAttributes.js';
-import type { GpuActivities, TrainStepSettings } from '../activities/gpu.js';
+import type { GpuActivities } from '../activities/gpu.js';
 import type { TrainingActivities } from '../activities/training.js';
-import type { EngineEndpoint } from '../activities/engines/adapter.js';
+import type { EngineEndpoint, TrainStepConfig } from '../core/contracts.js';
 
 /** One weight update: claim the batch (exactly once) → train step on the trainer's node →
  *  publish → every engine loads the weights and rebuilds its caches (unless the run switched
@@ -16,10 +16,9 @@ export interface WeightUpdateInput {
   trainer: { url: string; node: string };
   engines: EngineEndpoint[];
   advantages: Record<string, number>;
-  config: TrainStepSettings;
-  /** recipe.cacheRebuild: false = engines keep their caches after loading (absent = true, as in
-   *  histories recorded before the switch). */
-  cacheRebuild?: boolean;
+  config: TrainStepConfig;
+  /** recipe.cacheRebuild: false = engines keep their caches after loading. */
+  cacheRebuild: boolean;
 }
 
 export interface WeightUpdateResult {
@@ -44,9 +43,7 @@ export async function weightUpdate(input: WeightUpdateInput): Promise<WeightUpda
   const step = await trainer.trainStep({ runId: input.runId, version: input.version, trainerUrl: input.trainer.url, advantages, config: input.config });
   const loads = await Promise.all(input.engines.map((engine) => {
     const node = proxyActivities<GpuActivities>({ taskQueue: gpuQueue(engine.node), startToCloseTimeout: '10 minutes', heartbeatTimeout: '1 minute', retry: { maximumAttempts: 5 } });
-    return node.loadWeights(input.cacheRebuild === false
-      ? { runId: input.runId, engine, path: step.path, version: input.version, cacheRebuild: false }
-      : { runId: input.runId, engine, path: step.path, version: input.version });
+    return node.loadWeights({ runId: input.runId, engine, path: step.path, version: input.version, cacheRebuild: input.cacheRebuild });
   }));
   return {
     version: input.version,

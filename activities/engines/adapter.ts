@@ -1,18 +1,11 @@
+import type { EngineEndpoint, EngineKind } from '../../core/contracts.js';
+
 /** One interface over the inference servers floe drives: floe's reference engine, vLLM and
  *  SGLang, each with its own HTTP surface. An adapter speaks one server's protocol and
  *  nothing else; the rules of weight versions and abort-and-resubmit live in
  *  core/weightVersions.ts and activities/engines/versions.ts, above every adapter. */
 
-export type EngineKind = 'reference' | 'vllm' | 'sglang';
-
-export interface EngineEndpoint {
-  id: string;
-  url: string;
-  /** Task queue suffix of the gpu worker on the node this engine runs on. */
-  node: string;
-  /** Which server answers at `url` (absent in histories recorded before adapters: 'reference'). */
-  kind?: EngineKind;
-}
+export type { EngineEndpoint, EngineKind } from '../../core/contracts.js';
 
 export interface GenerateRequest {
   /** floe's id for this request (the engine's request id; abort targets it). */

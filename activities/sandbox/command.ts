@@ -140,10 +140,10 @@ case "$floe_line" in *${GO_LINE}) ;; *) echo "floe: stdin closed before the go l
 exec bash -c "$floe_wrapper" floe-exec "$@"`;
 
 /** Run one command as the agent as a fresh locked container's own first process, with the
- *  same wrapper, limits and result as execCommand, and no exec: the grader's fast path. The
+ *  same wrapper, limits and result as execCommand, and no exec: the grader's way. The
  *  container ends with the command (PID 1's exit takes every process of it along) and is
  *  removed here. */
-export async function commandAsFirstProcess(docker: Docker, spec: Omit<ContainerSpec, 'main' | 'keeperJobs'>, input: CommandInput, keep: 'head' | 'tail' = 'head'): Promise<ExecResult> {
+export async function commandAsFirstProcess(docker: Docker, spec: Omit<ContainerSpec, 'main'>, input: CommandInput, keep: 'head' | 'tail' = 'head'): Promise<ExecResult> {
   const { command, timeoutSeconds, maxOutputBytes, repoDir } = input;
   const started = Date.now();
   const timeoutMs = timeoutSeconds * 1000;

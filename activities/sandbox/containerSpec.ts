@@ -4,7 +4,7 @@ import { SHM_MB, TESTBED_DIR, sandboxMemoryMb, sandboxTmpfs, type SandboxLimits 
 import { imageLoadHint } from '../../core/taskLayouts.js';
 import { ROOT_USER } from './exec.js';
 import { tarArchive, type TarEntry } from './tar.js';
-import { KEEPER, KEEPER_JOBS_WOKEN, KEEPER_LABEL, KEEPER_WITH_JOBS } from './keeper.js';
+import { KEEPER_WITH_JOBS } from './keeper.js';
 
 /** The container spec: one locked-down recipe for every sandbox and grader container.
  *
@@ -56,9 +56,7 @@ export interface ContainerSpec {
    *  mount root's own archive (one putArchive), or put on their own where the path is not a
    *  mount root startLockedContainer sets up. Entries keep their owner and mode. */
   content?: Record<string, Buffer>;
-  /** The keeper takes root's jobs without an exec (keeper.ts; the fast path). */
-  keeperJobs?: boolean;
-  /** Instead of the keeper, the container's own first process (the fast grader: its test run
+  /** Instead of the keeper (keeper.ts), the container's own first process (the grader: its test run
    *  is PID 1, so it needs no exec). Its stdin stays open for an attach, and its output is read
    *  by attaching (no log is kept); it must wait for a word on stdin before it uses `content`. */
   main?: { user: string; env: string[]; cmd: string[] };
@@ -94,17 +92,16 @@ export async function startLockedContainer(docker: Docker, spec: ContainerSpec):
     Image: spec.image,
     User: spec.main?.user ?? ROOT_USER,
     WorkingDir: '/',
-    Entrypoint: spec.main?.cmd ?? ['bash', '-c', spec.keeperJobs ? KEEPER_WITH_JOBS : KEEPER],
+    Entrypoint: spec.main?.cmd ?? ['bash', '-c', KEEPER_WITH_JOBS],
     Cmd: [],
-    Labels: spec.keeperJobs && !spec.main ? { ...spec.labels, [KEEPER_LABEL]: KEEPER_JOBS_WOKEN } : spec.labels,
+    Labels: spec.labels,
     Env: spec.main?.env ?? ['LANG=C.UTF-8'],
     // a first process reads its go line from an attached stdin, closed when the attach ends;
-    // a keeper with jobs is woken by a line on its stdin (open until an attach that wrote to it
-    // ends: keeper.ts)
-    ...(spec.main ? { OpenStdin: true, StdinOnce: true, AttachStdin: true, AttachStdout: true, AttachStderr: true } : {}),
-    ...(spec.keeperJobs && !spec.main ? { OpenStdin: true, StdinOnce: false } : {}),
-    // what a first process or a keeper with jobs prints is read by attaching: no log is kept
-    HostConfig: spec.main || spec.keeperJobs ? { ...sandboxHostConfig(spec), LogConfig: { Type: 'none', Config: {} } } : sandboxHostConfig(spec),
+    // the keeper is woken by a line on its stdin (open until an attach that wrote to it ends:
+    // keeper.ts)
+    ...(spec.main ? { OpenStdin: true, StdinOnce: true, AttachStdin: true, AttachStdout: true, AttachStderr: true } : { OpenStdin: true, StdinOnce: false }),
+    // what a first process or the keeper prints is read by attaching: no log is kept
+    HostConfig: { ...sandboxHostConfig(spec), LogConfig: { Type: 'none', Config: {} } },
   }).catch((err: unknown) => {
     // an image that is not on this host will not appear on retry (the run's preflight pulls)
     if (isNoSuchImage(err)) throw ApplicationFailure.nonRetryable(`task image ${spec.image} is not on this sandbox host; ${imageLoadHint(spec.image)}`, 'ImagesMissing');

@@ -5,14 +5,14 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Task } from '../../core/taskModel.js';
 import { hiddenImagePaths } from '../../core/taskLayouts.js';
 import { WORK_REPO_DIR, repoDirOf, type ExecResult, type SandboxLimits } from '../../core/sandboxPolicy.js';
-import { AGENT_ENV, AGENT_USER, ROOT_USER, execRaw, runScript } from './exec.js';
+import { AGENT_ENV, AGENT_USER, ROOT_USER, execRaw } from './exec.js';
 import { isNoSuchContainer, removeContainer, sandboxGone, startLockedContainer, unixNow } from './containerSpec.js';
-import { AGENT_CONFIG_COPY, BASE_FILE, SEALED_GIT_DIR, imageFor, prepareRepository, prepareRepositoryFast } from './repository.js';
+import { AGENT_CONFIG_COPY, BASE_FILE, SEALED_GIT_DIR, imageFor, prepareRepository } from './repository.js';
 import { execCommand, type ExecInSandboxInput } from './command.js';
 import { preparedRepository } from './prepared.js';
 import { tarArchive } from './tar.js';
 import { heartbeat } from './heartbeat.js';
-import { keeperOf, runKeeperJob } from './keeper.js';
+import { runKeeperJob } from './keeper.js';
 import { missingImagesFailure, preflightImages, type ImagePreflight } from './images.js';
 
 /** Sandbox activities: one locked-down container per rollout (no network, one fresh commit of
@@ -32,20 +32,6 @@ export interface SandboxOptions {
   image: string;
   /** This worker's identity, `${hostname}:${pid}:${startTimeMs}` (see workerIdentity). */
   workerId: string;
-  /** Which container pipeline (see SandboxPipeline); default: pipelineFromEnv(). */
-  pipeline?: SandboxPipeline;
-}
-
-/** 'fast' (the default): fewer container round trips per rollout and per grading (a directory
- *  source's repository put in by archive, the diff a job of the keeper without an exec, the
- *  grader's test run its first process, the harness a long-lived process).
- *  'legacy': the path before it, step by step (kept for bench/throughput.ts, which measures
- *  both side by side). Both keep every isolation rule: a fresh container per rollout and per
- *  grading, no network, every limit. FLOE_SANDBOX_PIPELINE=legacy selects it for a worker. */
-export type SandboxPipeline = 'fast' | 'legacy';
-
-export function pipelineFromEnv(env: NodeJS.ProcessEnv = process.env): SandboxPipeline {
-  return env.FLOE_SANDBOX_PIPELINE === 'legacy' ? 'legacy' : 'fast';
 }
 
 /** This process as a sandbox owner: `${hostname}:${pid}:${startTimeMs}`. */
@@ -91,10 +77,8 @@ const DIFF_CHECK = `cd "$2" 2>/dev/null || { echo "$2 is gone" >&2; exit 3; }
 git rev-parse -q --verify "$1^{commit}" >/dev/null 2>&1 || { echo "$2/.git is broken: the base commit $1 is not in it" >&2; exit 3; }
 chmod -R u+rwX,go+rX . 2>/dev/null; exit 0`;
 
-/** The fast path's check, as the agent: the same checks against the base id root left in
- *  BASE_FILE (exit 4: no such file, a sandbox made by the legacy path). $1: the repository. */
-const DIFF_CHECK_FAST = `[ -r ${BASE_FILE} ] || exit 4
-read -r floe_base < ${BASE_FILE} || exit 4
+/** The agent's check, against the base id root left in BASE_FILE. $1: the repository. */
+const DIFF_CHECK_AS_AGENT = `read -r floe_base < ${BASE_FILE} || { echo "${BASE_FILE} is unreadable: the sandbox was not made by this floe" >&2; exit 3; }
 set -- "$floe_base" "$1"
 ${DIFF_CHECK}`;
 
@@ -103,8 +87,8 @@ function baseFileTar(baseCommit: string): Buffer {
   return tarArchive([{ name: BASE_FILE.split('/').pop()!, type: 'file', mode: 0o644, uid: 0, gid: 0, data: Buffer.from(`${baseCommit}\n`) }]);
 }
 
-/** The fast path's diff in one step, as root (a keeper job; an exec where the sandbox's keeper
- *  takes no jobs), where root can tell that the agent's check and
+/** The diff in one step, as root (a keeper job; an exec where the keeper gives no answer),
+ *  where root can tell that the agent's check and
  *  chmod (DIFF_CHECK) would pass and change nothing git sees: the repository and its .git are
  *  there, .git/config is the one the sandbox was made with (AGENT_CONFIG_COPY), the base commit
  *  is among .git's objects, every file and folder is readable by root as it stands, and no file
@@ -143,52 +127,40 @@ export const REPO_LABEL = 'floe.repo';
 
 export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
   const container = (id: string) => docker.getContainer(id);
-  /** What a sandbox's labels say: where its repository is, and whether its keeper takes jobs. */
-  const labelled = new Map<string, { repoDir: string; keeper: ReturnType<typeof keeperOf> }>();
-  async function labelsOf(id: string): Promise<{ repoDir: string; keeper: ReturnType<typeof keeperOf> }> {
-    let known = labelled.get(id);
+  /** Where each sandbox's repository is (its label, read once per worker). */
+  const repoDirs = new Map<string, string>();
+  async function repoDirOfContainer(id: string): Promise<string> {
+    let known = repoDirs.get(id);
     if (known === undefined) {
       try {
-        const labels = (await container(id).inspect()).Config.Labels ?? {};
-        known = { repoDir: labels[REPO_LABEL] ?? WORK_REPO_DIR, keeper: keeperOf(labels) };
+        known = (await container(id).inspect()).Config.Labels?.[REPO_LABEL] ?? WORK_REPO_DIR;
       } catch (err) {
         if (isNoSuchContainer(err)) throw sandboxGone(id, err);
         throw err;
       }
-      if (labelled.size > 4096) labelled.clear();
-      labelled.set(id, known);
+      if (repoDirs.size > 4096) repoDirs.clear();
+      repoDirs.set(id, known);
     }
     return known;
   }
-  const repoDirOfContainer = async (id: string) => (await labelsOf(id)).repoDir;
 
-  const pipeline = opts.pipeline ?? pipelineFromEnv();
-
+  /** The agent's diff against the sealed base: one step as root where that is safe (the keeper's
+   *  job, or one exec if the keeper gives no answer), else the agent's check (and its chmod)
+   *  and root's DIFF, which also say what is wrong with a broken repository. */
   async function extractDiff(input: { containerId: string; maxBytes: number }): Promise<{ diff: string; bytes: number; truncated: boolean }> {
     const c = container(input.containerId);
     try {
-      const { repoDir, keeper } = await labelsOf(input.containerId);
-      // fast, and a keeper that takes jobs: the same one-step diff as root, without an exec
-      const job = pipeline === 'fast' && keeper.jobs
-        ? await runKeeperJob(c, { script: DIFF_ONE_EXEC(), args: [String(input.maxBytes), repoDir], timeoutSeconds: 120, wake: keeper.wake })
-        : null;
+      const repoDir = await repoDirOfContainer(input.containerId);
+      const job = await runKeeperJob(c, { script: DIFF_ONE_EXEC(), args: [String(input.maxBytes), repoDir], timeoutSeconds: 120 });
       if (job) {
         const bytes = Number(/^(\d+)\s*$/m.exec(job.stderr)?.[1]);
         if (job.exitCode === 0 && Number.isFinite(bytes)) return { diff: job.stdout.subarray(0, input.maxBytes).toString('utf8'), bytes, truncated: bytes > input.maxBytes };
-      } else if (pipeline === 'fast') {
+      } else {
         const one = await execRaw(docker, c, { cmd: ['bash', '-c', DIFF_ONE_EXEC(), 'floe', String(input.maxBytes), repoDir], user: ROOT_USER, env: ['LANG=C.UTF-8'], deadlineMs: 120_000, maxStdoutBytes: input.maxBytes });
         const bytes = Number(/^(\d+)\s*$/m.exec(one.stderr)?.[1]);
         if (one.exitCode === 0 && Number.isFinite(bytes)) return { diff: one.stdout.toString('utf8'), bytes, truncated: bytes > input.maxBytes };
       }
-      // fast: the agent's check reads the base id root left (one exec less); legacy (or a
-      // sandbox the legacy path made): root reads it from the sealed copy first
-      let check = pipeline === 'fast'
-        ? await execRaw(docker, c, { cmd: ['bash', '-c', DIFF_CHECK_FAST, 'floe', repoDir], user: AGENT_USER, env: AGENT_ENV, deadlineMs: 60_000, maxStdoutBytes: 4096 })
-        : null;
-      if (check === null || check.exitCode === 4) {
-        const base = (await runScript(docker, c, ROOT_USER, `git --git-dir=${SEALED_GIT_DIR} rev-parse HEAD`, [], { what: 'reading the sealed base commit' })).trim();
-        check = await execRaw(docker, c, { cmd: ['bash', '-c', DIFF_CHECK, 'floe', base, repoDir], user: AGENT_USER, env: AGENT_ENV, deadlineMs: 60_000, maxStdoutBytes: 4096 });
-      }
+      const check = await execRaw(docker, c, { cmd: ['bash', '-c', DIFF_CHECK_AS_AGENT, 'floe', repoDir], user: AGENT_USER, env: AGENT_ENV, deadlineMs: 60_000, maxStdoutBytes: 4096 });
       if (check.exitCode !== 0) {
         throw ApplicationFailure.nonRetryable(`cannot take the diff: ${check.stderr.trim() || `check exited ${check.exitCode}`}. The submission has no diff to grade.`, 'RepositoryBroken');
       }
@@ -208,14 +180,13 @@ export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
     async createSandbox(input: { runId: string; rolloutId: string; task: Task; limits: SandboxLimits }): Promise<{ containerId: string }> {
       const { runId, rolloutId, task, limits } = input;
       const repoDir = repoDirOf(task.source);
-      // fast: a directory source's repository, fresh history and seal come in by putArchive
-      // with the mount roots (no exec); other sources are prepared in the container
-      const prepared = pipeline === 'fast' ? await preparedRepository(task) : null;
+      // a directory source's repository, fresh history and seal come in by putArchive with the
+      // mount roots (no exec); an image's is prepared in the container
+      const prepared = await preparedRepository(task);
       const c = await startLockedContainer(docker, {
         image: imageFor(task, opts.image),
         limits,
         repoDir,
-        keeperJobs: pipeline === 'fast',
         hide: hiddenImagePaths(task.layout),
         labels: {
           'floe.sandbox': '1', 'floe.role': 'agent', 'floe.run': runId, 'floe.rollout': rolloutId, [REPO_LABEL]: repoDir,
@@ -226,8 +197,7 @@ export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
       try {
         if (prepared) heartbeat('repository copied');
         // sandbox.removeHistory false: only tests and the shortcut ablation keep an image's history
-        else if (pipeline === 'fast') await prepareRepositoryFast(docker, c, task, { seal: true, keepHistory: limits.removeHistory === false });
-        else await prepareRepository(docker, c, task, { keepHistory: limits.removeHistory === false });
+        else await prepareRepository(docker, c, task, { seal: true, keepHistory: limits.removeHistory === false });
       } catch (err) {
         await removeContainer(c);
         throw err;
@@ -243,13 +213,13 @@ export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
       return extractDiff(input);
     },
 
-    /** The fast rollout's last sandbox step: the diff (as extractDiff), then the container is
-     *  removed whatever happened (as destroySandbox). */
+    /** A submitting rollout's last sandbox step: the diff (as extractDiff), then the container
+     *  is removed whatever happened (as destroySandbox). */
     async takeDiffAndDestroy(input: { containerId: string; maxBytes: number }): Promise<{ diff: string; bytes: number; truncated: boolean }> {
       try {
         return await extractDiff(input);
       } finally {
-        labelled.delete(input.containerId);
+        repoDirs.delete(input.containerId);
         await removeContainer(container(input.containerId));
       }
     },
@@ -262,7 +232,7 @@ export function createSandboxActivities(docker: Docker, opts: SandboxOptions) {
     },
 
     async destroySandbox(input: { containerId: string }): Promise<void> {
-      labelled.delete(input.containerId);
+      repoDirs.delete(input.containerId);
       await removeContainer(container(input.containerId));
     },
 

@@ -4,35 +4,20 @@ import { tarArchive } from './tar.js';
 import type { MuxStream } from './exec.js';
 
 /** PID 1 of a sandbox (root): reaps orphans (killed commands leave them), ignores every
- *  catchable signal, and — the fast path — runs root's jobs without an exec. A podman exec
+ *  catchable signal, and runs root's jobs without an exec. A podman exec
  *  costs a conmon exec session, a runc and a `podman container cleanup` process (~50 ms of CPU
  *  here); a job costs one putArchive and an attach, which podman serves in its own process
  *  (~2 ms each). The request goes into /grade, root's own tmpfs (mode 0700), so the agent can
  *  neither read nor forge one; the answer comes on PID 1's stdout, which only an attach reads
- *  (the container keeps no log). A keeper of a container made with its stdin open
- *  (KEEPER_JOBS_WOKEN) sleeps on that stdin (`read -t`, a builtin: no fork while idle), and the
+ *  (the container keeps no log). The keeper sleeps on its stdin (the container
+ *  is made with it open) (`read -t`, a builtin: no fork while idle), and the
  *  caller, attached, sends a line once the request is in: it wakes at once and otherwise looks
  *  every 2 s (the read runs in a child it waits for, so orphans are reaped as they end). podman
  *  closes that stdin when the first attach that wrote to it ends (conmon runs without
- *  --leave-stdin-open), and a keeper at the end of its stdin — or without one
- *  (containers made before: /dev/null) — waits on a FIFO it alone holds and looks every 50 ms.
- *  A fast rollout's sandbox takes one job, its diff, just before it is removed: its keeper
- *  sleeps until then (16 idle polling keepers cost ~3% of a core more here). */
-
-/** The label that says a container's keeper takes jobs (containers made before it did not),
- *  and whether a line on its stdin wakes it (containers made before that are polled). */
-export const KEEPER_LABEL = 'floe.keeper';
-export const KEEPER_JOBS = 'jobs';
-export const KEEPER_JOBS_WOKEN = 'jobs+stdin';
-
-/** What a container's labels say about its keeper. */
-export function keeperOf(labels: Record<string, string>): { jobs: boolean; wake: boolean } {
-  const v = labels[KEEPER_LABEL];
-  return { jobs: v === KEEPER_JOBS || v === KEEPER_JOBS_WOKEN, wake: v === KEEPER_JOBS_WOKEN };
-}
-
-/** The keeper without jobs (the legacy path). */
-export const KEEPER = 'trap "" HUP INT QUIT TERM USR1 USR2 PIPE ALRM; while :; do sleep 3600 & wait $!; done';
+ *  --leave-stdin-open), and a keeper at the end of its stdin waits on a FIFO it alone holds
+ *  and looks every 50 ms. A rollout's sandbox takes one job, its diff, just before it is
+ *  removed: its keeper sleeps until then (16 idle polling keepers cost ~3% of a core more
+ *  here). */
 
 const JOB_DIR = '/grade/floe-job';
 const SIGNALS = 'HUP INT QUIT TERM USR1 USR2 PIPE ALRM';
@@ -52,7 +37,7 @@ if mkfifo -m 600 /run/floe-keeper.fifo 2>/dev/null && exec 9<>/run/floe-keeper.f
 else
   floe_poll() { sleep 0.2; }
 fi
-# a line on stdin wakes the keeper; at the end of stdin (none was opened: /dev/null) it polls.
+# a line on stdin wakes the keeper; at the end of stdin it polls.
 # The read runs in a child the keeper waits for: bash holds SIGCHLD back during its own read, so
 # orphans (the agent's, reparented to PID 1) would stay unreaped zombies while it read; \`wait\`
 # reaps them as they end
@@ -76,15 +61,14 @@ done`;
 export interface KeeperJobResult { exitCode: number; stdout: Buffer; stderr: string }
 
 /** Run a bash script as root through the keeper. null: no answer within timeoutSeconds + 5 s
- *  (a keeper that takes no jobs, or one that is stuck), or the container ended first; the
- *  caller then uses an exec. `wake`: the keeper sleeps on its stdin (keeperOf): a line is sent
- *  once the request is in. Throws what the container engine throws (the container is gone,
- *  say). */
-export async function runKeeperJob(container: Docker.Container, job: { script: string; args: string[]; timeoutSeconds: number; wake?: boolean }): Promise<KeeperJobResult | null> {
+ *  (a stuck keeper), or the container ended first; the caller then uses an exec. The keeper
+ *  sleeps on its stdin: a line is sent once the request is in. Throws what the container
+ *  engine throws (the container is gone, say). */
+export async function runKeeperJob(container: Docker.Container, job: { script: string; args: string[]; timeoutSeconds: number }): Promise<KeeperJobResult | null> {
   if (job.args.some((a) => a.includes('\n'))) throw new Error(`a keeper job's arguments are one a line: ${JSON.stringify(job.args)}`);
   const id = crypto.randomBytes(8).toString('hex');
   const file = (name: string, data: string) => ({ name: `floe-job/${name}`, type: 'file' as const, mode: 0o600, uid: 0, gid: 0, data: Buffer.from(data, 'utf8') });
-  const stream = (await container.attach({ stream: true, stdin: job.wake === true, stdout: true, stderr: true, hijack: true })) as MuxStream;
+  const stream = (await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true })) as MuxStream;
   try {
     const answer = readAnswer(stream, id, (job.timeoutSeconds + 5) * 1000);
     try {
@@ -101,7 +85,7 @@ export async function runKeeperJob(container: Docker.Container, job: { script: s
     }
     // (dockerode sends the attach options as the request body, which podman hands to stdin:
     // that line ends here; the keeper takes any line as its wake-up)
-    if (job.wake) stream.write('\n');
+    stream.write('\n');
     return await answer;
   } finally {
     try { stream.destroy(); } catch { /* already closed */ }

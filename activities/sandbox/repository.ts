@@ -1,12 +1,12 @@
 import { spawn } from 'node:child_process';
-import type { Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import type Docker from 'dockerode';
 import type { Task } from '../../core/taskModel.js';
 import { patchFiles, repoDirOf } from '../../core/sandboxPolicy.js';
 import { graderOnlyRepoFiles } from '../../core/taskLayouts.js';
 import { AGENT_USER, ROOT_USER, runScript } from './exec.js';
 import { removeContainer, unixNow } from './containerSpec.js';
-import { heartbeat, keepAlive } from './heartbeat.js';
+import { heartbeat } from './heartbeat.js';
 
 /** Repository preparation: the task's repository where it runs (/testbed for image sources,
  *  /work/repo for folders), owned by the agent, with a history of one fresh commit, and the
@@ -28,7 +28,9 @@ function tarOfDirectory(dir: string): { stream: Readable; done: Promise<void> } 
     child.on('error', (e) => reject(new Error(`tar of ${dir} failed to start: ${e.message}`)));
     child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`tar of ${dir} exited ${code}: ${err.trim()}`))));
   });
-  return { stream: child.stdout, done };
+  // through a PassThrough: the child's stdout socket piped straight into an exec's hijacked
+  // stream delivered nothing (measured: 0 bytes arrived where the PassThrough carried 10 kB)
+  return { stream: child.stdout.pipe(new PassThrough()), done };
 }
 
 /** $1: the repository; the rest: files to remove (what the hidden test patch adds). */
@@ -75,21 +77,42 @@ export const BASE_FILE = '/run/floe-base';
  *  diff takes it only while the agent's config is unchanged). */
 export const AGENT_CONFIG_COPY = '/grade/agent.config';
 
-/** Put the task's repository in place with a history of one fresh commit, hidden tests
- *  removed; returns the commit id. */
-export async function prepareRepository(docker: Docker, container: Docker.Container, task: Task, o: { keepHistory?: boolean } = {}): Promise<string> {
-  await copyRepository(docker, container, task, o);
-  return freshHistory(docker, container, task, o);
+/** Files of the repository as a script prints them: `== <path>` then the file in base64 (an
+ *  empty line where there is no such file), one pair a file. $1: the repository; the rest: the
+ *  files. */
+export const READ_FILES = `cd "$1"; shift
+for f in "$@"; do printf '== %s\\n' "$f"; if [ -f "$f" ]; then base64 -w0 "$f"; fi; echo; done`;
+
+/** What READ_FILES printed: path → content ('' for a file that was not there, or empty).
+ *  Stops at the first line that is not a file's header, so output may follow the files. */
+export function decodeFiles(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const lines = text.split('\n');
+  for (let i = 0; i + 1 < lines.length; i += 2) {
+    if (!lines[i].startsWith('== ')) break;
+    out[lines[i].slice(3)] = Buffer.from(lines[i + 1], 'base64').toString('utf8');
+  }
+  return out;
 }
 
-/** The fast path's preparation (SandboxPipeline 'fast'): the same result as copyRepository +
- *  freshHistory in fewer round trips. The repository's tar goes into the exec's stdin and is
- *  extracted by the agent, who then makes the fresh history in the same exec; root seals it in
- *  a second (o.seal false, the grader: no seal, one exec). Returns the commit id. */
-export async function prepareRepositoryFast(docker: Docker, container: Docker.Container, task: Task, o: { seal: boolean; keepHistory?: boolean }): Promise<string> {
+export interface PreparedInContainer {
+  baseCommit: string;
+  /** The files asked for in `read`, as the repository had them before the fresh history. */
+  files: Record<string, string>;
+}
+
+/** Put the task's repository in place, owned by the agent, with a history of one fresh commit
+ *  and the hidden files removed, in one exec: the repository's tar goes into the exec's stdin
+ *  and is extracted by the agent, who then makes the fresh history. `seal` (the agent's
+ *  sandbox): root then keeps a sealed copy of the commit, a copy of .git/config and the base id
+ *  (a second exec). `read`: files to read before the fresh history removes them (R2E-Gym's
+ *  grader-only run_tests.sh). Directory sources usually come in with the mount roots instead
+ *  (prepared.ts); this is the way for image sources. */
+export async function prepareRepository(docker: Docker, container: Docker.Container, task: Task, o: { seal: boolean; keepHistory?: boolean; read?: string[] }): Promise<PreparedInContainer> {
   const src = task.source;
   const dir = repoDirOf(src);
   const hidden = [...patchFiles(task.testPatch).filter((f) => f.isNew).map((f) => f.path), ...graderOnlyRepoFiles(task.layout)];
+  const read = o.read ?? [];
   // directory sources: the host's tar (owned by the agent, no .git); images: /testbed from a
   // stopped helper container, whose archive has the folder as its first component
   const keep = src.kind === 'image' && o.keepHistory === true;
@@ -108,53 +131,23 @@ export async function prepareRepositoryFast(docker: Docker, container: Docker.Co
     stream = (await helper.getArchive({ path: '/testbed' })) as unknown as Readable;
   }
   try {
-    const script = `set -e\n${extract}\n${(keep ? KEEP_HISTORY : FRESH_HISTORY).replace(/^set -e\n/, '')}`;
+    // $1: the repository, $2: how many files to read, then those files, then the hidden ones
+    const script = `set -e
+${extract}
+floe_repo=$1; floe_n=$2; shift 2
+(set -- "$floe_repo" "\${@:1:floe_n}"; ${READ_FILES.replace(/\n/g, '\n  ')})
+shift "$floe_n"; set -- "$floe_repo" "$@"
+${(keep ? KEEP_HISTORY : FRESH_HISTORY).replace(/^set -e\n/, '')}`;
     const [out] = await Promise.all([
-      runScript(docker, container, AGENT_USER, script, [dir, ...hidden], { stdin: stream, deadlineMs: 600_000, what: 'copying the repository and its fresh history' }),
+      runScript(docker, container, AGENT_USER, script, [dir, String(read.length), ...read, ...hidden], { stdin: stream, deadlineMs: 600_000, what: 'copying the repository and its fresh history' }),
       done,
     ]);
-    const sha = out.trim().split('\n').pop() ?? '';
+    const baseCommit = out.trim().split('\n').pop() ?? '';
     heartbeat('repository copied');
-    if (o.seal) await runScript(docker, container, ROOT_USER, `${SEAL}\ncp "$1/.git/config" ${AGENT_CONFIG_COPY}\nprintf '%s\\n' "$2" > ${BASE_FILE}; chmod 644 ${BASE_FILE}`, [dir, sha], { what: 'sealing the base commit' });
-    return sha;
+    if (o.seal) await runScript(docker, container, ROOT_USER, `${SEAL}\ncp "$1/.git/config" ${AGENT_CONFIG_COPY}\nprintf '%s\\n' "$2" > ${BASE_FILE}; chmod 644 ${BASE_FILE}`, [dir, baseCommit], { what: 'sealing the base commit' });
+    return { baseCommit, files: decodeFiles(out) };
   } finally {
     if (helper) await removeContainer(helper);
   }
 }
 
-/** Step 1: the repository's files, owned by the agent, where the task runs. */
-export async function copyRepository(docker: Docker, container: Docker.Container, task: Task, o: { keepHistory?: boolean } = {}): Promise<void> {
-  const src = task.source;
-  const dir = repoDirOf(src);
-  if (src.kind === 'directory') {
-    const tar = tarOfDirectory(src.path);
-    await keepAlive(Promise.all([container.putArchive(tar.stream, { path: dir }), tar.done]), 'copying the repository');
-  } else {
-    await copyTestbed(docker, container, src.image, dir, o.keepHistory === true);
-  }
-  heartbeat('repository copied');
-}
-
-/** Step 2: hidden files removed (what the hidden test patch adds: a dataset image may ship it;
- *  the layout's grader-only files), one fresh commit, and root's sealed copy of it. */
-export async function freshHistory(docker: Docker, container: Docker.Container, task: Task, o: { keepHistory?: boolean } = {}): Promise<string> {
-  const dir = repoDirOf(task.source);
-  const hidden = [...patchFiles(task.testPatch).filter((f) => f.isNew).map((f) => f.path), ...graderOnlyRepoFiles(task.layout)];
-  const keep = task.source.kind === 'image' && o.keepHistory === true;
-  const sha = (await runScript(docker, container, AGENT_USER, keep ? KEEP_HISTORY : FRESH_HISTORY, [dir, ...hidden], { what: keep ? 'the base commit on the kept history' : 'fresh git history' })).trim().split('\n').pop() ?? '';
-  await runScript(docker, container, ROOT_USER, SEAL, [dir], { what: 'sealing the base commit' });
-  return sha;
-}
-
-/** Image sources: the image's /testbed, read from a stopped helper container, is extracted as
- *  the agent (so the agent owns it) into the sandbox's /testbed tmpfs, without any .git. The
- *  path stays the same, so the environment's editable install of it keeps working. */
-async function copyTestbed(docker: Docker, container: Docker.Container, image: string, dir: string, keepHistory = false): Promise<void> {
-  const helper = await docker.createContainer({ Image: image, Entrypoint: ['true'], Cmd: [], Labels: { 'floe.sandbox': '1', 'floe.role': 'source', 'floe.created': String(unixNow()) }, HostConfig: { NetworkMode: 'none' } });
-  try {
-    const archive = (await helper.getArchive({ path: '/testbed' })) as unknown as Readable;
-    await runScript(docker, container, AGENT_USER, `tar -x --no-same-owner -C "$1" --strip-components=1${keepHistory ? '' : ' --exclude=.git'}`, [dir], { stdin: archive, deadlineMs: 600_000, what: 'copying /testbed from the task image' });
-  } finally {
-    await removeContainer(helper);
-  }
-}

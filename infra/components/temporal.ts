@@ -32,6 +32,30 @@ export function installTemporalCli(s: Settings): void {
   fs.writeFileSync(`${bin}.version`, s.temporal.cliVersion);
 }
 
+/** The arguments of `temporal server start-dev` for floe: its namespace and search attributes,
+ *  SQLite in write-ahead mode; `uiPort` null: no Web UI. `dynamicConfig`: server settings (a
+ *  test's low continue-as-new threshold, say). */
+export function devServerArgs(o: { dbFile: string; host: string; port: number; uiPort: number | null; namespace: string; dynamicConfig?: Record<string, string | number> }): string[] {
+  return [
+    'server', 'start-dev',
+    '--db-filename', o.dbFile,
+    '--ip', o.host,
+    '--port', String(o.port),
+    ...(o.uiPort === null ? ['--headless'] : ['--ui-port', String(o.uiPort)]),
+    '--namespace', o.namespace,
+    '--log-level', 'warn',
+    // write-ahead log, synced at checkpoints: the dev server's history survives a killed
+    // process (as before) and costs ~30% less CPU than SQLite's default rollback journal,
+    // which syncs every transaction (bench/throughput.ts, 2026-12-02: 12.9 → 9.0 core-s of
+    // Temporal for the same 32 rollouts). Only a crash of the machine itself can lose the last
+    // transactions.
+    '--sqlite-pragma', 'journal_mode=wal',
+    '--sqlite-pragma', 'synchronous=normal',
+    ...Object.entries(SEARCH_ATTRIBUTES).flatMap(([k, t]) => ['--search-attribute', `${k}=${t}`]),
+    ...Object.entries(o.dynamicConfig ?? {}).flatMap(([k, v]) => ['--dynamic-config-value', `${k}=${v}`]),
+  ];
+}
+
 const pidFile = (s: Settings) => path.join(s.runDir, 'temporal.pid');
 const logFile = (s: Settings) => path.join(s.logDir, 'temporal.log');
 
@@ -49,23 +73,7 @@ export const temporal: Component = {
     }
     fs.mkdirSync(s.dataDir, { recursive: true });
     fs.mkdirSync(s.runDir, { recursive: true });
-    const args = [
-      'server', 'start-dev',
-      '--db-filename', s.temporal.dbFile,
-      '--ip', s.temporal.host,
-      '--port', String(s.temporal.port),
-      '--ui-port', String(s.temporal.uiPort),
-      '--namespace', s.temporal.namespace,
-      '--log-level', 'warn',
-      // write-ahead log, synced at checkpoints: the dev server's history survives a killed
-      // process (as before) and costs ~30% less CPU than SQLite's default rollback journal,
-      // which syncs every transaction (bench/throughput.ts, 2026-12-02: 12.9 → 9.0 core-s of
-      // Temporal for the same 32 legacy rollouts). Only a crash of the machine itself can lose
-      // the last transactions.
-      '--sqlite-pragma', 'journal_mode=wal',
-      '--sqlite-pragma', 'synchronous=normal',
-      ...Object.entries(SEARCH_ATTRIBUTES).flatMap(([k, t]) => ['--search-attribute', `${k}=${t}`]),
-    ];
+    const args = devServerArgs({ dbFile: s.temporal.dbFile, host: s.temporal.host, port: s.temporal.port, uiPort: s.temporal.uiPort, namespace: s.temporal.namespace });
     log('temporal', `starting dev server (history in ${path.relative(process.cwd(), s.temporal.dbFile)})…`);
     startDaemon({ name: 'temporal', cmd: temporalBin(s), args, logFile: logFile(s), pidFile: pidFile(s) });
     await waitFor('Temporal server', () => portOpen(s.temporal.host, s.temporal.port), 90_000, `see ${logFile(s)}:\n${tail(logFile(s))}`);

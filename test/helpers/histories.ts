@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { temporalBin } from '../../infra/components/temporal.js';
 import { run } from '../../infra/proc.js';
+import type { Settings } from '../../infra/settings.js';
 import { settings } from './platform.js';
 
 /** Replay fixtures: with FLOE_RECORD_HISTORIES=1, tests that ran a workflow worth guarding
@@ -13,11 +14,12 @@ import { settings } from './platform.js';
 export const recording = (): boolean => Boolean(process.env.FLOE_RECORD_HISTORIES);
 export const FIXTURE_DIR = path.join(import.meta.dirname, '..', 'fixtures', 'histories');
 
-export function saveHistory(workflowId: string, opts: { runId?: string; file?: string } = {}): string {
+export function saveHistory(workflowId: string, opts: { runId?: string; file?: string; settings?: Settings } = {}): string {
   fs.mkdirSync(FIXTURE_DIR, { recursive: true });
-  const args = ['workflow', 'show', '--address', settings.temporal.address, '--workflow-id', workflowId, '--output', 'json', ...(opts.runId ? ['--run-id', opts.runId] : [])];
+  const s = opts.settings ?? settings;
+  const args = ['workflow', 'show', '--address', s.temporal.address, '--workflow-id', workflowId, '--output', 'json', ...(opts.runId ? ['--run-id', opts.runId] : [])];
   const out = path.join(FIXTURE_DIR, `${opts.file ?? workflowId}.json`);
-  fs.writeFileSync(out, run(temporalBin(settings), args).stdout);
+  fs.writeFileSync(out, run(temporalBin(s), args).stdout);
   return out;
 }
 

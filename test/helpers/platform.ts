@@ -1,6 +1,6 @@
 import type { Worker } from '@temporalio/worker';
 import type { Client } from '@temporalio/client';
-import { loadSettings } from '../../infra/settings.js';
+import { loadSettings, type Settings } from '../../infra/settings.js';
 import { createWorker, type Role } from '../../workers/worker.js';
 import { temporalClient } from '../../workers/connect.js';
 import { closeDbPool } from '../../store/pool.js';
@@ -12,9 +12,9 @@ export const settings = loadSettings();
 
 export interface Platform { client: Client; close(): Promise<void> }
 
-export async function withWorkers(roles: Role[]): Promise<Platform> {
-  const client = await temporalClient(settings);
-  const workers = (await Promise.all(roles.map((r) => createWorker(settings, r)))).filter((w): w is Worker => w !== null);
+export async function withWorkers(roles: Role[], s: Settings = settings): Promise<Platform> {
+  const client = await temporalClient(s);
+  const workers = (await Promise.all(roles.map((r) => createWorker(s, r)))).filter((w): w is Worker => w !== null);
   const running = workers.map((w) => w.run());
   return {
     client,

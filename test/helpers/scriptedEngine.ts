@@ -1,9 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseRunConfig, RunConfigSchema } from '../../core/config.js';
-import type { Layers } from '../../core/gates.js';
+import { rolloutSettings, type Layers, type RolloutSettings } from '../../core/contracts.js';
 import type { RenderSpec } from '../../core/renderSpec.js';
-import type { RolloutSettings } from '../../workflows/rollout.js';
 
 /** TEST DOUBLE. A scripted policy that speaks the engine's HTTP interface (the surface of
  *  vLLM / SGLang-style servers that floe's engine client uses): /v1/completions with prompt
@@ -83,17 +82,15 @@ const MAX_TOKENS_PER_TURN = RunConfigSchema.shape.policy.unwrap().shape.maxToken
  *  owner): the run config's defaults (with o.maxTurns), token and wall budgets no script
  *  reaches (per turn too: the largest the config allows, as floe keeps no more of a turn than
  *  its request asked for), the byte-level render unless o.render names one. */
-export function scriptedRolloutSettings(url: string, o: { maxTurns?: number; render?: RenderSpec; recipe?: Partial<Layers>; host?: string; kind?: 'reference' } = {}): RolloutSettings {
-  const c = parseRunConfig(o.maxTurns === undefined ? {} : { rollout: { maxTurns: o.maxTurns } });
+export function scriptedRolloutSettings(url: string, o: { maxTurns?: number; render?: RenderSpec; recipe?: Partial<Layers>; host?: string } = {}): RolloutSettings {
+  const base = rolloutSettings(parseRunConfig(o.maxTurns === undefined ? {} : { rollout: { maxTurns: o.maxTurns } }));
   return {
-    engines: [{ id: 'scripted', url, node: 'local', ...(o.kind ? { kind: o.kind } : {}) }],
-    router: 'least-loaded',
-    ...(o.render ? { render: o.render } : {}),
+    ...base,
+    engines: [{ id: 'scripted', url, node: 'local', kind: 'reference' }],
+    render: o.render ?? base.render,
     sampling: { temperature: 1, topP: 1, maxTokensPerTurn: MAX_TOKENS_PER_TURN },
-    budgets: { maxTurns: c.rollout.maxTurns, maxTotalTokens: 100_000, maxWallSeconds: 600 },
-    maxObservationChars: c.rollout.maxObservationChars,
-    sandbox: { ...c.sandbox, ...(o.host ? { host: o.host } : {}) },
-    maxDiffBytes: 64 * 1024,
-    ...(o.recipe ? { recipe: o.recipe } : {}),
+    budgets: { ...base.budgets, maxTotalTokens: 100_000, maxWallSeconds: 600 },
+    sandbox: { ...base.sandbox, ...(o.host ? { host: o.host } : {}) },
+    recipe: { ...base.recipe, ...o.recipe },
   };
 }

@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import {
-  carried, chooseBatch, discardStale, evictionLanded, idle, loopGoesOn, masteredTasks, meanReward, newInFlight, newLoopState, noteHistoryLength,
+  carried, chooseBatch, discardStale, evictionLanded, idle, loopGoesOn, masteredTasks, meanReward, newInFlight, newLoopState, noteContinueAsNewSuggested,
   periodicEvaluationDue, planGroups, readyToContinueAsNew, rolloutFinished, setPool, transition, updateLanded,
   type Finished, type InFlight, type LoopConfig, type LoopState,
 } from '../../core/runLoop.js';
 import { groupAdvantages } from '../../core/advantages.js';
 import { retireDecisions, type EvictionDecision } from '../../core/eviction.js';
 import { staleness } from '../../core/staleness.js';
+import type { Gate } from '../../core/contracts.js';
 import { rng } from '../helpers/rng.js';
 
 /** The training run's state machine (core/runLoop.ts), driven without Temporal by random
@@ -20,7 +21,7 @@ function configFor(rand: () => number): LoopConfig {
   return {
     seed: Math.floor(rand() * 100),
     rollout: { groupSize: G, maxInFlight: G * (1 + Math.floor(rand() * 4)) + Math.floor(rand() * G) },
-    training: { updates: 2 + Math.floor(rand() * 7), groupsPerUpdate: 1 + Math.floor(rand() * 3), maxOffPolicySteps: Math.floor(rand() * 3), historyEventLimit: 1_000_000 },
+    training: { updates: 2 + Math.floor(rand() * 7), groupsPerUpdate: 1 + Math.floor(rand() * 3), maxOffPolicySteps: Math.floor(rand() * 3) },
     trainer: { advantage: (['group', 'group-std', 'reward'] as const)[Math.floor(rand() * 3)], negativeScale: rand() < 0.5 ? 1 : 0 },
     eviction: { enabled: rand() < 0.5, masteredK: 2 + Math.floor(rand() * 3), hopelessM: 2 + Math.floor(rand() * 4) },
   };
@@ -166,11 +167,11 @@ describe('the training run state machine, rule by rule', () => {
   const cfg: LoopConfig = {
     seed: 3,
     rollout: { groupSize: 2, maxInFlight: 2 },
-    training: { updates: 2, groupsPerUpdate: 1, maxOffPolicySteps: 1, historyEventLimit: 100 },
+    training: { updates: 2, groupsPerUpdate: 1, maxOffPolicySteps: 1 },
     trainer: { advantage: 'group', negativeScale: 0.5 },
     eviction: { enabled: true, masteredK: 2, hopelessM: 2 },
   };
-  const fin = (rolloutId: string, groupId: string, reward: number, versionStart: number | null = 0, gate = reward ? 'passed' : 'tests_failed'): Finished => ({ rolloutId, taskId: 'a', groupId, reward, gate, versionStart });
+  const fin = (rolloutId: string, groupId: string, reward: number, versionStart: number | null = 0, gate: Gate = reward ? 'passed' : 'tests_failed'): Finished => ({ rolloutId, taskId: 'a', groupId, reward, gate, versionStart });
 
   it('plans whole groups within the window, round-robin over active tasks, with seeds by group and attempt', () => {
     const s = newLoopState('r', 'n', 2);
@@ -233,12 +234,12 @@ describe('the training run state machine, rule by rule', () => {
     expect(s.status.pool.retiredMastered).toBe(1);
   });
 
-  it('drains before continue-as-new: no new groups once the history is long, and carries the state when idle', () => {
+  it('drains before continue-as-new: no new groups once Temporal suggests it, and carries the state when idle', () => {
     const s = newLoopState('r', 'n', 2);
     const f = newInFlight();
     setPool(s, ['a']);
     planGroups(s, f, cfg);
-    noteHistoryLength(f, 101, cfg);
+    noteContinueAsNewSuggested(f, true);
     expect(planGroups(s, f, cfg)).toEqual([]);
     expect(readyToContinueAsNew(s, f)).toBe(false);
     rolloutFinished(s, f, cfg, fin('r-g0-0', 'r-g0', 1));
