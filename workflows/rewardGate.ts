@@ -1,4 +1,4 @@
-import { deprecatePatch, proxyActivities, proxyLocalActivities, upsertSearchAttributes } from '@temporalio/workflow';
+import { proxyActivities, proxyLocalActivities, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Task } from '../core/taskModel.js';
 import type { Ended } from '../core/gates.js';
 import type { Gate, SandboxSettings } from '../core/contracts.js';
@@ -31,15 +31,9 @@ export interface RewardGateInput {
 
 export interface GateResult { gate: Gate; reward: number }
 
-/** The patch that introduced the one rollout path (audit writes as local activities; in the
- *  rollout, the diff taken as the sandbox is removed), now deprecated: the step-by-step path
- *  it replaced is gone. */
-export const FAST_ROLLOUT_PATCH = 'floe-fast-rollout';
-
 const audit = proxyLocalActivities<AuditActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10 } });
 
 export async function rewardGate(input: RewardGateInput): Promise<GateResult> {
-  deprecatePatch(FAST_ROLLOUT_PATCH);
   upsertSearchAttributes([{ key: FloeKind, value: 'rewardGate' }, { key: FloeTaskId, value: input.task.instanceId }]);
   if (input.ending.kind === 'ended') {
     const { gate, detail } = input.ending.ended;

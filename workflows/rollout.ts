@@ -1,4 +1,4 @@
-import { CancellationScope, deprecatePatch, executeChild, proxyActivities, proxyLocalActivities, upsertSearchAttributes, workflowInfo, ApplicationFailure } from '@temporalio/workflow';
+import { CancellationScope, executeChild, proxyActivities, proxyLocalActivities, upsertSearchAttributes, workflowInfo, ApplicationFailure } from '@temporalio/workflow';
 import type { Task } from '../core/taskModel.js';
 import { budgetEnding, budgetGate, planTurn, type Ended, type RolloutState } from '../core/gates.js';
 import type { Gate, RolloutSettings } from '../core/contracts.js';
@@ -10,7 +10,7 @@ import { FloeKind, FloeRunId, FloeTaskId } from '../core/searchAttributes.js';
 import type { AuditActivities, TurnOutcome } from '../activities/audit.js';
 import type { GeneratedTurn, GenerateActivities } from '../activities/generate.js';
 import type { SandboxActivities } from '../activities/sandbox/index.js';
-import { FAST_ROLLOUT_PATCH, rewardGate, type GateResult, type RolloutEnding } from './rewardGate.js';
+import { rewardGate, type GateResult, type RolloutEnding } from './rewardGate.js';
 
 /** One attempt at one task: a sandbox, then turns (generate → gate the raw output → run the
  *  tool → record the turn) until submit or a gate ends it, then the rewardGate child decides
@@ -55,8 +55,6 @@ const engine = proxyActivities<GenerateActivities>({ startToCloseTimeout: '10 mi
 export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const { settings: cfg, rolloutId } = input;
   const layers = cfg.recipe;
-  // The step-by-step pipeline is retired (CHANGELOG.md); this marks the histories of the one path.
-  deprecatePatch(FAST_ROLLOUT_PATCH);
   upsertSearchAttributes([{ key: FloeRunId, value: input.runId }, { key: FloeKind, value: 'rollout' }, { key: FloeTaskId, value: input.taskId }]);
   const sandbox = proxyActivities<SandboxActivities>({
     taskQueue: sandboxQueue(cfg.sandbox.host),
