@@ -35,7 +35,7 @@ import torch  # noqa: E402
 
 from floe_engine import checkpoint as ckpt  # noqa: E402
 from floe_engine.fsdp_trainer import FSDPTrainer  # noqa: E402
-from floe_engine.policy import build_policy  # noqa: E402
+from floe_engine.policies import build_policy  # noqa: E402
 
 
 def batch(n: int, length: int, vocab: int, seed: int):

@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "engine"))
 import torch  # noqa: E402
 
 from floe_engine import checkpoint as ckpt  # noqa: E402
-from floe_engine.policy import build_policy  # noqa: E402
+from floe_engine.policies import build_policy  # noqa: E402
 from floe_engine.sampling import SamplingParams  # noqa: E402
 from floe_engine.scheduler import Engine  # noqa: E402
 from floe_engine.trainer import Trainer  # noqa: E402

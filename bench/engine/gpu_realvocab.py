@@ -53,7 +53,7 @@ sys.path.insert(0, os.path.join(REPO, "engine"))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from floe_engine.policy import build_policy  # noqa: E402
+from floe_engine.policies import build_policy  # noqa: E402
 from floe_engine.sampling import SamplingParams  # noqa: E402
 from floe_engine.scheduler import Engine  # noqa: E402
 from floe_engine.tokenizer import load_tokenizer  # noqa: E402

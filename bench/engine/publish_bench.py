@@ -47,7 +47,7 @@ from floe_engine import checkpoint as ckpt  # noqa: E402
 from floe_engine import weight_broadcast as wb  # noqa: E402
 from floe_engine import weights_io  # noqa: E402
 from floe_engine.fsdp_trainer import FSDPTrainer, publish_entries  # noqa: E402
-from floe_engine.policy import build_policy  # noqa: E402
+from floe_engine.policies import build_policy  # noqa: E402
 
 
 def sync(dev):

@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "engine"))
 import torch  # noqa: E402
 
 from floe_engine import model as tiny  # noqa: E402
-from floe_engine.policy import build_policy  # noqa: E402
+from floe_engine.policies import build_policy  # noqa: E402
 from floe_engine.trainer import Trainer  # noqa: E402
 
 FUSED = tiny.Block._attend

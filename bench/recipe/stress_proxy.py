@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "engine")
 from floe_engine import tokenizer  # noqa: E402  (sets thread env before torch loads)
 import torch  # noqa: E402
 
-from floe_engine.policy import build_policy  # noqa: E402
+from floe_engine.policies import build_policy  # noqa: E402
 from floe_engine.sampling import sample  # noqa: E402
 from floe_engine.trainer import Trainer  # noqa: E402
 

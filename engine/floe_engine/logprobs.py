@@ -17,7 +17,7 @@ def _policy(model) -> Policy:
     if isinstance(model, Policy):
         return model
     from .model import TinyGPT
-    from .policy import TinyPolicy
+    from .tiny_policy import TinyPolicy
     if isinstance(model, TinyGPT):  # a bare module: wrap it without copying weights (byte tokenizer)
         p = TinyPolicy.__new__(TinyPolicy)
         Policy.__init__(p, model, next(model.parameters()).device, next(model.parameters()).dtype)

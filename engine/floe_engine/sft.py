@@ -32,7 +32,8 @@ import torch
 
 from . import checkpoint as ckpt
 from . import tokenizer as tokenizers
-from .policy import Policy, build_policy
+from .policies import build_policy
+from .policy import Policy
 from .trainer import MasterWeightsOptimizer, normalize_sample
 
 Pair = Tuple[List[int], List[int]]

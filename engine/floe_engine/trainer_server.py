@@ -34,7 +34,7 @@ from . import __version__  # noqa: F401  (sets thread env before torch loads)
 import torch
 
 from .httpserve import make_server, prometheus
-from .policy import build_policy
+from .policies import build_policy
 from .trainer import Trainer, load_samples
 
 
@@ -149,7 +149,7 @@ def main(argv=None) -> None:
     policy, version = build_policy(a.model, a.checkpoint, seed=a.seed, device=a.device, dtype=a.dtype,
                                    recurrent_state_dtype=a.recurrent_state_dtype, for_training=True,
                                    tokenizer=a.tokenizer)
-    from .policy import parse_dtype
+    from .policies import parse_dtype
     pub = policy.dtype if a.publish_dtype == "auto" else parse_dtype(a.publish_dtype, policy.device)
     trainer = Trainer(policy, version, a.publish_dir, lr=a.lr, weight_decay=a.weight_decay, publish_dtype=pub,
                       optimizer=a.optimizer, peak_tflops=a.peak_tflops)
@@ -177,7 +177,7 @@ def main_sharded(a) -> None:
 
     from . import trainer_state
     from .fsdp_trainer import FSDPTrainer, init_distributed
-    from .policy import parse_dtype
+    from .policies import parse_dtype
 
     torch.set_num_threads(a.threads)
     ctx = init_distributed(a.device, a.dist_timeout_s)

@@ -79,7 +79,7 @@ def ckpt_dir(tmp_path_factory):
     import torch
     from floe_engine import checkpoint as ckpt
     from floe_engine.model import TinyConfig
-    from floe_engine.policy import TinyPolicy
+    from floe_engine.tiny_policy import TinyPolicy
     from floe_engine import tokenizer
 
     d = tmp_path_factory.mktemp("ckpt")

@@ -24,7 +24,7 @@ def done() -> None:
 
 def publish(out_dir: str, mode: str, spec: str) -> None:
     from floe_engine.fsdp_trainer import FSDPTrainer, init_distributed
-    from floe_engine.policy import build_policy
+    from floe_engine.policies import build_policy
 
     ctx = init_distributed("cpu")
     pol, _ = build_policy(spec, None, seed=0, device="cpu", dtype="fp32", for_training=True)
@@ -41,7 +41,7 @@ def publish(out_dir: str, mode: str, spec: str) -> None:
 def broadcast(out_dir: str, role: str) -> None:
     from floe_engine import weight_broadcast as wb
     from floe_engine.model import TinyConfig
-    from floe_engine.policy import TinyPolicy
+    from floe_engine.tiny_policy import TinyPolicy
 
     dist.init_process_group("gloo")
     cfg = TinyConfig(d_model=32 if role != "recv-wrong" else 48, n_layers=2, n_heads=2, context=64)

@@ -171,7 +171,7 @@ STEP_KEYS = ("loss", "grad_norm", "grad_norm_max", "entropy", "clip_fraction", "
 
 def reference_steps(ckpt_v0, publish_dir, steps, optimizer="sgd", lr=SGD_LR):
     """The one-process trainer (trainer.Trainer, no torch.distributed), in this process."""
-    from floe_engine.policy import build_policy
+    from floe_engine.policies import build_policy
     from floe_engine.trainer import Trainer as PlainTrainer
     torch.manual_seed(0)
     pol, version = build_policy("tiny", str(ckpt_v0), seed=0, device="cpu")
@@ -290,7 +290,7 @@ def test_activation_checkpointing_recomputes_blocks_and_keeps_gradients():
     the backward pass (its activations were not kept)."""
     from floe_engine.fsdp_trainer import checkpoint_activations, full_sequence_logprobs
     from floe_engine.model import TinyConfig
-    from floe_engine.policy import TinyPolicy
+    from floe_engine.tiny_policy import TinyPolicy
 
     rows = [(s["ids"], s["loss_mask"]) for s in batches()[0]]
     cfg = TinyConfig(d_model=32, n_layers=2, n_heads=2, context=256)
@@ -322,7 +322,7 @@ def test_hf_model_sharded_with_activation_checkpointing(launch, tmp_path):
     """A Qwen3-shaped HF model (tied embeddings) over two ranks with activation checkpointing:
     the one-process step, and the same published HF folder."""
     from floe_engine import checkpoint as ckpt
-    from floe_engine.policy import build_policy
+    from floe_engine.policies import build_policy
     from floe_engine.trainer import Trainer as PlainTrainer
 
     spec = "hf:" + os.path.join(os.path.dirname(ENGINE_DIR), "configs", "models", "qwen3-cpu.json")
@@ -356,7 +356,8 @@ def test_packed_micro_batch_gives_the_unpacked_loss_and_gradients(model):
     and positions does not give those log-probs (what the test would miss if packing leaked)."""
     from floe_engine.fsdp_trainer import full_sequence_logprobs
     from floe_engine.model import TinyConfig
-    from floe_engine.policy import TinyPolicy, build_policy
+    from floe_engine.policies import build_policy
+    from floe_engine.tiny_policy import TinyPolicy
 
     rows = [(s["ids"], s["loss_mask"]) for s in batches()[0]]
 

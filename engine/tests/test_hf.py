@@ -14,7 +14,7 @@ except ImportError:  # pragma: no cover
 import torch  # noqa: E402
 
 from conftest import wait_for  # noqa: E402
-from floe_engine.policy import build_policy  # noqa: E402
+from floe_engine.policies import build_policy  # noqa: E402
 
 SPEC = ("hf:qwen3_5_text:hidden_size=64,intermediate_size=128,num_hidden_layers=4,num_attention_heads=4,"
         "num_key_value_heads=2,head_dim=16,linear_num_key_heads=2,linear_num_value_heads=4,linear_key_head_dim=16,"

@@ -10,7 +10,8 @@ import torch
 
 from floe_engine import sft
 from floe_engine.model import TinyConfig
-from floe_engine.policy import TinyPolicy, build_policy
+from floe_engine.policies import build_policy
+from floe_engine.tiny_policy import TinyPolicy
 from floe_engine.trainer import Trainer, normalize_samples
 
 HF_SPEC = ("hf:qwen3:hidden_size=64,num_hidden_layers=2,num_attention_heads=2,num_key_value_heads=1,head_dim=32,"

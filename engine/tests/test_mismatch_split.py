@@ -4,7 +4,7 @@ read 0.094 against 0.006 only because the batch was one version old)."""
 import torch
 
 from floe_engine.model import TinyConfig
-from floe_engine.policy import TinyPolicy
+from floe_engine.tiny_policy import TinyPolicy
 from floe_engine.trainer import Trainer
 
 P, C = [1, 2, 3, 4], [5, 6, 7, 8, 9]

@@ -2,7 +2,7 @@
 import json
 
 from floe_engine import sft
-from floe_engine.policy import build_policy
+from floe_engine.policies import build_policy
 from floe_engine.logprobs import logprobs
 
 

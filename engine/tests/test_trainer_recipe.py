@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from floe_engine.model import TinyConfig
-from floe_engine.policy import TinyPolicy
+from floe_engine.tiny_policy import TinyPolicy
 from floe_engine.trainer import StepConfig, Trainer
 
 

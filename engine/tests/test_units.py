@@ -8,7 +8,8 @@ from floe_engine import checkpoint as ckpt
 from floe_engine import tokenizer
 from floe_engine.logprobs import batch_logprobs, logprobs
 from floe_engine.model import Block, SlotKVCache, TinyConfig, attend_reference, decode, prefill
-from floe_engine.policy import TinyPolicy, build_policy
+from floe_engine.policies import build_policy
+from floe_engine.tiny_policy import TinyPolicy
 from floe_engine.sampling import sample
 from floe_engine.trainer import StepConfig, advantages
 

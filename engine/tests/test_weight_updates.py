@@ -5,7 +5,7 @@ import torch
 
 from conftest import span_update
 from floe_engine.logprobs import logprobs
-from floe_engine.policy import build_policy
+from floe_engine.policies import build_policy
 from floe_engine.sft import greedy
 
 PROMPT = "Issue: tests fail in parser.py when the input is empty. Fix the bug.\n"
