@@ -22,7 +22,7 @@ from . import checkpoint as ckpt
 from . import tokenizer
 from . import weights_io
 from .httpserve import HTTPError, make_server, prometheus
-from .logprobs import score_samples
+from .scoring import score_samples
 from .policies import build_policy
 from .policy import check_tokenizer
 from .sampling import SamplingParams
