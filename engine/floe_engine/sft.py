@@ -32,9 +32,9 @@ import torch
 
 from . import checkpoint as ckpt
 from . import tokenizer as tokenizers
+from .optimizers import MasterWeightsOptimizer
 from .policies import build_policy
 from .policy import Policy
-from .optimizers import MasterWeightsOptimizer
 from .trainer import check_sequence
 
 Pair = Tuple[List[int], List[int]]
