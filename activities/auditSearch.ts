@@ -18,7 +18,7 @@ import { HarnessServer } from './harness.js';
 /** The data audit's search for wrong patches that a task's tests accept, in one fresh locked
  *  container of the task's image (no network, the sandbox's limits), never one an agent used:
  *  the repository at base; the changed files read before and after the gold patch; candidates
- *  from floe_harness (audit_candidates.py: partial fixes, symbol-only fixes, mutations of the
+ *  from floe_harness (audit/candidates.py: partial fixes, symbol-only fixes, mutations of the
  *  lines the gold patch wrote); each candidate applied to the base and graded by the task's own
  *  harness script (the same script and parser as a rollout's grading); for each that passes
  *  every test, a differential check (diffcheck.py) of its behaviour against the gold patch's on
@@ -26,7 +26,7 @@ import { HarnessServer } from './harness.js';
  *  an auditor agent submitted (input.extra, when an engine is configured): they share the
  *  container, reset to the base between them. */
 
-const DIFFCHECK = fs.readFileSync(new URL('../harness/floe_harness/diffcheck.py', import.meta.url));
+const DIFFCHECK = fs.readFileSync(new URL('../harness/floe_harness/audit/diffcheck.py', import.meta.url));
 const MAX_TRACE_BYTES = 8 * 1024 * 1024;
 
 /** Reset the repository to the base, apply $1 (when given) and the test patch. Exit 10: $1
@@ -125,7 +125,7 @@ export async function searchWrongPatches(docker: Docker, opts: { image: string; 
       try { return JSON.parse(line) as BehaviourTrace; } catch { return null; }
     };
 
-    /** Stronger tests (floe_harness/strengthen.py), kept only when, run here by the task's own
+    /** Stronger tests (floe_harness/audit/strengthen.py), kept only when, run here by the task's own
      *  harness, they pass on the gold patch and fail on every wrong patch found. */
     const strengthen = async (gold: [BehaviourTrace, BehaviourTrace], wrong: CandidateOutcome[]): Promise<Strengthened> => {
       // the swebench and R2E-Gym harnesses run the dataset's own test command, which does not

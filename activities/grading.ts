@@ -38,7 +38,7 @@ export interface GradePatchInput {
 export const STAGE = '/tmp/floe-grade';
 const LOG_CHARS = 64 * 1024;
 const TEST_LOG_TAIL_BYTES = 1024 * 1024;
-export const PYTEST_PLUGIN = fs.readFileSync(new URL('../harness/floe_harness/floe_pytest_report.py', import.meta.url));
+export const PYTEST_PLUGIN = fs.readFileSync(new URL('../harness/floe_harness/grading/floe_pytest_report.py', import.meta.url));
 
 /** Apply the agent's diff in the repository ($1): git apply, else patch -p1 after a dry run
  *  (never half-applied). Exit 10: it does not apply. */

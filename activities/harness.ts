@@ -68,12 +68,12 @@ export class HarnessServer {
     return this.call<HarnessVerdict>('parse', req);
   }
 
-  /** The data audit's plausible wrong patches for a gold patch (floe_harness/audit_candidates.py). */
+  /** The data audit's plausible wrong patches for a gold patch (floe_harness/audit/candidates.py). */
   candidates(req: { files: Record<string, { base: string | null; gold: string }>; limit: number }): Promise<{ candidates: AuditCandidate[]; seeds: unknown[] }> {
     return this.call<{ candidates: AuditCandidate[]; seeds: unknown[] }>('candidates', req);
   }
 
-  /** Stronger tests from the gold patch's behaviour (floe_harness/strengthen.py). */
+  /** Stronger tests from the gold patch's behaviour (floe_harness/audit/strengthen.py). */
   strengthen(req: { gold1: unknown; gold2: unknown; testPatch: string; first: string[] }): Promise<{ testPatch: string | null; tests?: string[]; checks?: number; reason?: string }> {
     return this.call('strengthen', req);
   }

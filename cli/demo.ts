@@ -270,7 +270,7 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
       const cfg = df.config;
       const byName = new Map(df.servers.map((r) => [r.name, r.port]));
       const enginePorts = Array.from({ length: cfg.engines.count }, (_, i) => byName.get(`engine-${i}`) ?? portOf(cfg.engines.endpoints[i]?.url ?? 'http://x:0'));
-      gpu = await startEmbeddedGpu(s, { count: cfg.engines.count, checkpoint: engineCkpt, trainerCheckpoint: trainerCkpt, publishDir: df.publishDir, lr: cfg.trainer.lr, seed: cfg.seed, model: cfg.policy.model, tokenizer: cfg.policy.tokenizer, ports: { engines: enginePorts, trainer: byName.get('trainer') ?? portOf(cfg.trainer.url) }, onRestart });
+      gpu = await startEmbeddedGpu(s, { count: cfg.engines.count, checkpoint: engineCkpt, trainerCheckpoint: trainerCkpt, publishDir: df.publishDir, seed: cfg.seed, model: cfg.policy.model, tokenizer: cfg.policy.tokenizer, ports: { engines: enginePorts, trainer: byName.get('trainer') ?? portOf(cfg.trainer.url) }, onRestart });
       say(`  engines back at v${engineVersion} (${path.relative(repoRoot, engineCkpt)}), trainer at v${trainerVersion}${trainerVersion > engineVersion ? ' (a step the run had not recorded: its weight update answers it without training again)' : ''}`);
       // What each engine serves is floe's record, not the restarted process's: reload on first use.
       for (const e of cfg.engines.endpoints) await markEngineUnknown(db, e);
@@ -294,7 +294,7 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
       const checkpoint = named.policy.checkpoint || (await buildWarmStart(s, pool.trajectories, { ...DEFAULT_WARM_START, model: named.policy.model, steps: named.policy.warmStartSteps, lr: named.policy.warmStartLr, seed: named.seed }, setup));
       say(`floe demo: ${tasks.length} tasks, ${named.engines.count} engine(s) (${named.engines.router}), G=${named.rollout.groupSize}, ${named.training.updates} updates; starting policy ${path.relative(repoRoot, checkpoint)}`);
       const publishDir = path.join(dir, 'weights');
-      gpu = await startEmbeddedGpu(s, { count: named.engines.count, checkpoint, publishDir, lr: named.trainer.lr, seed: named.seed, model: named.policy.model, tokenizer: named.policy.tokenizer, onRestart });
+      gpu = await startEmbeddedGpu(s, { count: named.engines.count, checkpoint, publishDir, seed: named.seed, model: named.policy.model, tokenizer: named.policy.tokenizer, onRestart });
       const config: RunConfig = {
         ...named,
         engines: { ...named.engines, endpoints: named.engines.endpoints.length ? named.engines.endpoints : gpu.engines.map((e, i) => ({ id: `engine-${i}`, url: e.url, node: 'local', kind: 'reference' as const })) },

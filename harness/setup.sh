@@ -28,6 +28,6 @@ rm -rf "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip >&2
 "$venv/bin/python" -m pip install -q -r "$harness_dir/requirements.txt" >&2
 "$venv/bin/python" -m pip install -q --no-deps -e "$harness_dir" >&2
-"$venv/bin/python" -c 'import floe_harness.swebench_rules' >&2
+"$venv/bin/python" -c 'import floe_harness.grading.swebench_rules' >&2
 echo "$want" > "$stamp"
 say "ready ($venv)"

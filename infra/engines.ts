@@ -137,12 +137,13 @@ function supervise(srv: PythonServer, relaunch: () => Promise<{ server: PythonSe
  *  free ports) pins each server's port: a resumed run's config names the engines and the
  *  trainer by URL, so they must come back where they were. `supervise` (default true): a
  *  server that dies is started again on its port (see supervise above); `onRestart` hears of it. */
-export async function startEmbeddedGpu(s: Settings, opts: { count: number; checkpoint: string; trainerCheckpoint?: string; publishDir: string; model?: string; tokenizer?: string; lr?: number; trainer?: boolean; maxBatch?: number; seed?: number; ports?: { engines: number[]; trainer: number | null }; supervise?: boolean; onRestart?: (e: RestartEvent) => void }): Promise<EmbeddedGpu> {
+export async function startEmbeddedGpu(s: Settings, opts: { count: number; checkpoint: string; trainerCheckpoint?: string; publishDir: string; model?: string; tokenizer?: string; trainer?: boolean; maxBatch?: number; seed?: number; ports?: { engines: number[]; trainer: number | null }; supervise?: boolean; onRestart?: (e: RestartEvent) => void }): Promise<EmbeddedGpu> {
   const logs = path.join(s.logDir, 'engines');
   const common = ['--model', opts.model ?? 'tiny', '--tokenizer', resolveTokenizer(opts.tokenizer ?? 'byte', { home: s.home, repoRoot })];
   if (opts.ports && opts.ports.engines.length !== opts.count) throw new Error(`startEmbeddedGpu: ${opts.ports.engines.length} engine port(s) given for ${opts.count} engine(s); give one port per engine`);
   const engineArgs = (i: number) => [...common, '--checkpoint', opts.checkpoint, '--seed', String((opts.seed ?? 0) * 100 + i), '--max-batch', String(opts.maxBatch ?? 16)];
-  const trainerArgs = (checkpoint: string) => [...common, '--checkpoint', checkpoint, '--publish-dir', opts.publishDir, '--lr', String(opts.lr ?? 3e-4)];
+  // every train setting (lr included) comes with each /train_step from the run config, not from the process
+  const trainerArgs = (checkpoint: string) => [...common, '--checkpoint', checkpoint, '--publish-dir', opts.publishDir];
   const startEngine = (i: number, port: number) => startServer(s, `engine-${i}`, ENGINE_MODULE, engineArgs(i), path.join(logs, `engine-${i}.log`), port);
   const startTrainer = (checkpoint: string, port: number) => startServer(s, 'trainer', TRAINER_MODULE, trainerArgs(checkpoint), path.join(logs, 'trainer.log'), port);
   const started: PythonServer[] = [];

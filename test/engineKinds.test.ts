@@ -33,7 +33,7 @@ let platform: Platform;
 interface Pool { gpu: EmbeddedGpu; endpoints: { id: string; url: string; node: string; kind: EngineKind }[]; restart(id: string): Promise<void>; close(): Promise<void> }
 
 async function enginePool(kinds: EngineKind[], tag: string): Promise<Pool> {
-  const gpu = await startEmbeddedGpu(settings, { count: kinds.length, checkpoint, publishDir: path.join(repoRoot, '.floe', 'test-weights', `${process.pid}-${tag}`), lr: 1e-3 });
+  const gpu = await startEmbeddedGpu(settings, { count: kinds.length, checkpoint, publishDir: path.join(repoRoot, '.floe', 'test-weights', `${process.pid}-${tag}`) });
   const doubles = new Map<string, { url: string; restart(o?: { downMs?: number }): Promise<void>; close(): Promise<void> }>();
   const endpoints = [];
   for (const [i, kind] of kinds.entries()) {

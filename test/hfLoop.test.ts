@@ -31,7 +31,7 @@ beforeAll(async () => {
   const pool = await solvablePool(settings, tasks, 0, 96, setup);
   expect(pool.tasks.map((t) => t.instanceId).sort()).toEqual(TASKS);
   const checkpoint = await buildWarmStart(settings, pool.trajectories, { steps: 400, lr: 3e-3, model: MODEL, seed: 0, batchSize: 2 }, setup);
-  gpu = await startEmbeddedGpu(settings, { count: 2, checkpoint, model: MODEL, tokenizer: setup.tokenizer, publishDir: path.join(repoRoot, '.floe', 'test-weights', `${process.pid}-hf`), lr: 1e-4 });
+  gpu = await startEmbeddedGpu(settings, { count: 2, checkpoint, model: MODEL, tokenizer: setup.tokenizer, publishDir: path.join(repoRoot, '.floe', 'test-weights', `${process.pid}-hf`) });
   platform = await withWorkers(['control', 'sandbox', 'gpu']);
 }, 900_000);
 

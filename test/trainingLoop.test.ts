@@ -32,7 +32,7 @@ let checkpoint: string;
 let scripted: ScriptedEngine;
 
 /** Engines and trainer of a run must start at the run's version 0: one set per run. */
-const startGpu = (tag: string) => startEmbeddedGpu(settings, { count: 2, checkpoint, publishDir: path.join(repoRoot, '.floe', 'test-weights', `${process.pid}-${tag}`), lr: 1e-3 });
+const startGpu = (tag: string) => startEmbeddedGpu(settings, { count: 2, checkpoint, publishDir: path.join(repoRoot, '.floe', 'test-weights', `${process.pid}-${tag}`) });
 
 function loopConfig(over: Partial<RunConfig['training']> = {}, g: EmbeddedGpu = gpu): RunConfig {
   return parseRunConfig({

@@ -13,7 +13,7 @@ import { isNoSuchContainer, removeContainer, sandboxGone, startLockedContainer, 
 
 /** The image's environment, activated the way its dataset's eval script does (one file, shared
  *  with the Python pytest runner). */
-const ACTIVATE = fs.readFileSync(new URL('../../harness/floe_harness/activate.sh', import.meta.url), 'utf8');
+const ACTIVATE = fs.readFileSync(new URL('../../harness/floe_harness/grading/activate.sh', import.meta.url), 'utf8');
 
 /** Seconds past a command's timeout after which the client gives up on the exec. */
 const CLIENT_GRACE_SECONDS = 5;

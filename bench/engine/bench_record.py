@@ -1,5 +1,5 @@
-"""What the FSDP2 benchmarks of bench/engine share: the model shapes they build and their
-results file.
+"""What the benchmarks of bench/engine share: the model shapes the FSDP2 ones build, their
+results file, and the train-step config every benchmark that steps a trainer sends.
 
 The record holds the command (as typed, for the README), host and versions, and is rewritten
 after every measurement (``save``), so a run cut short by the device's time limit keeps what it
@@ -22,7 +22,7 @@ if os.path.join(REPO, "engine") not in sys.path:
 
 import torch  # noqa: E402
 
-from floe_engine.fsdp_trainer import DistContext, init_distributed  # noqa: E402
+from floe_engine.distributed import DistContext, init_distributed  # noqa: E402
 
 # Qwen3-4B's shape with the real 151,936-id vocabulary (random init), and a tiny one for a CPU check
 QWEN3_4B = ("hf:qwen3:hidden_size=2560,num_hidden_layers=36,num_attention_heads=32,num_key_value_heads=8,"
@@ -45,6 +45,16 @@ SMOKE35 = ("hf:qwen3_5_text:hidden_size=64,num_hidden_layers=4,num_attention_hea
            "intermediate_size=128,linear_num_key_heads=2,linear_num_value_heads=4,linear_key_head_dim=16,"
            "linear_value_head_dim=16,vocab_size=248320,max_position_embeddings=4096,tie_word_embeddings=true")
 MODELS = {"qwen3-4b": (QWEN3_4B, SMOKE), "qwen3.5-4b": (QWEN35_4B, SMOKE35)}
+
+
+def step_config(**over: Any) -> dict:
+    """A full /train_step config (the trainer has no defaults: floe sends every field from its run
+    config) with the benchmarks' values: a tiny learning rate, so a timed step barely moves the
+    random model; ``over`` replaces some."""
+    cfg = {"lr": 1e-6, "weight_decay": 0.0, "clip_low": 0.2, "clip_high": 0.28, "ratio_mode": "clip",
+           "truncate_cap": 2.0, "loss_agg": "token-mean", "epochs": 1, "minibatches": 1, "grad_clip": 1.0,
+           "micro_batch_tokens": 16384}
+    return {**cfg, **over}
 
 
 def model_spec(name: str, smoke: bool) -> str:

@@ -26,7 +26,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "engine", "tests"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "engine"))
+sys.path.insert(0, HERE)
 from conftest import Server  # noqa: E402  (the tests' subprocess server helper)
+from bench_record import step_config  # noqa: E402
 
 WORDS = ("the parser fails when input is empty traceback error line file test expected got returns value "
          "function module assert fix bug issue repository python call tool observation output").split()
@@ -76,8 +78,8 @@ def bench_model(model: str, args, tmp: str) -> dict:
     logs = os.path.join(tmp, "logs")
     os.makedirs(logs, exist_ok=True)
     pub = os.path.join(tmp, "pub-" + str(abs(hash(model)) % 10000))
-    tr = Server("floe_engine.trainer_server", ["--model", model, "--publish-dir", pub, "--lr", "1e-4",
-                                                "--threads", args.threads], os.path.join(logs, "trainer.log"))
+    tr = Server("floe_engine.trainer_server", ["--model", model, "--publish-dir", pub, "--threads", args.threads],
+                os.path.join(logs, "trainer.log"))
     v0 = os.path.dirname(tr.ready["path"])
     eng = Server("floe_engine.inference_server", ["--model", model, "--checkpoint", v0, "--max-batch",
                                                    args.max_batch, "--threads", args.threads],
@@ -103,12 +105,16 @@ def bench_model(model: str, args, tmp: str) -> dict:
                                              "max_tokens": args.max_tokens, "ignore_eos": True,
                                              "return_token_ids": True})
             for i, ch in enumerate(c["choices"]):
-                samples.append({"group_id": g, "prompt_ids": ch["prompt_token_ids"], "completion_ids": ch["token_ids"],
-                                "behaviour_logprobs": ch["logprobs"]["token_logprobs"], "reward": float(i % 2)})
+                p, gen = ch["prompt_token_ids"], ch["token_ids"]
+                samples.append({"rollout_id": f"{g}-{i}", "group_id": str(g), "reward": float(i % 2),
+                                "advantage": 1.0 if i % 2 else -1.0, "ids": p + gen,
+                                "loss_mask": [0] * len(p) + [1] * len(gen),
+                                "behaviour_logprobs": [0.0] * len(p) + ch["logprobs"]["token_logprobs"],
+                                "token_versions": [-1] * len(p) + ch["weight_versions"]})
         steps = []
         for _ in range(args.train_steps):
             t0 = time.perf_counter()
-            st = tr.post("/train_step", {"samples": samples})
+            st = tr.post("/train_step", {"samples": samples, "config": step_config(lr=1e-4)})
             wall = time.perf_counter() - t0
             t1 = time.perf_counter()
             up = eng.post("/update_weights", {"path": st["path"], "version": st["version"]})
@@ -116,7 +122,7 @@ def bench_model(model: str, args, tmp: str) -> dict:
                           "http_wall_ms": round(wall * 1e3, 1), "engine_load_ms": up["load_ms"],
                           "update_wall_ms": round((time.perf_counter() - t1) * 1e3, 1),
                           "mismatch_mean_abs_logprob": st["metrics"]["mismatch_mean_abs_logprob"]})
-        res["train_step"] = {"samples": len(samples), "tokens": sum(len(s["completion_ids"]) for s in samples),
+        res["train_step"] = {"samples": len(samples), "tokens": sum(sum(s["loss_mask"]) for s in samples),
                              "steps": steps,
                              "train_ms_mean": round(sum(s["train_ms"] for s in steps) / len(steps), 1)}
         return res

@@ -21,6 +21,7 @@ machine. bench/engine/publish_bench.py compares the two publish paths side by si
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -29,13 +30,13 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_record import Record, arguments, model_spec  # noqa: E402  (puts engine/ on the path)
+from bench_record import Record, arguments, model_spec, step_config  # noqa: E402  (puts engine/ on the path)
 
 import torch  # noqa: E402
 
 from floe_engine import checkpoint as ckpt  # noqa: E402
 from floe_engine.fsdp_trainer import FSDPTrainer  # noqa: E402
-from floe_engine.policy import build_policy  # noqa: E402
+from floe_engine.policies import build_policy  # noqa: E402
 
 
 def batch(n: int, length: int, vocab: int, seed: int):
@@ -44,8 +45,12 @@ def batch(n: int, length: int, vocab: int, seed: int):
     for i in range(n):
         ids = torch.randint(0, vocab, (length,), generator=g).tolist()
         p = max(1, length // 10)
-        out.append({"ids": ids, "loss_mask": [0] * p + [1] * (length - p), "advantage": 1.0 if i % 2 == 0 else -1.0,
-                    "group_id": "g", "reward": float(i % 2 == 0)})
+        mask = [0] * p + [1] * (length - p)
+        out.append({"rollout_id": f"r{i}", "group_id": "g", "reward": float(i % 2 == 0),
+                    "advantage": 1.0 if i % 2 == 0 else -1.0, "ids": ids, "loss_mask": mask,
+                    # about a random model's log-probs: ratios near 1, as on-policy
+                    "behaviour_logprobs": [-math.log(vocab) if m else 0.0 for m in mask],
+                    "token_versions": [0 if m else -1 for m in mask]})
     return out
 
 
@@ -69,7 +74,7 @@ def main() -> None:
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     trainer = FSDPTrainer(policy, 0, pub, ctx, state_every=0, activation_checkpointing=not a.no_activation_checkpointing,
-                          lr=1e-6, publish_dtype=policy.dtype)
+                          publish_dtype=policy.dtype)
     res["model"] = {"spec": model_spec(a.model, a.smoke), "parameters": policy.num_parameters(),
                     "vocab_size": policy.vocab_size, "dtype": str(policy.dtype), "build_s": round(build_s, 2),
                     "shard_s": round(time.perf_counter() - t0, 2),
@@ -83,7 +88,7 @@ def main() -> None:
         try:
             for step in range(a.steps):
                 samples = batch(n, length, policy.vocab_size, seed=step)
-                r = trainer.train_step(samples, {"micro_batch_tokens": n * length})
+                r = trainer.train_step(samples, step_config(micro_batch_tokens=n * length))
                 m = r["metrics"]
                 sec["steps"].append({k: m.get(k) for k in (
                     "loss", "grad_norm", "train_ms", "publish_ms", "publish_breakdown", "tokens_per_s", "mfu",

@@ -30,11 +30,14 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "engine"))
+sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
 
+from bench_record import step_config  # noqa: E402
+
 from floe_engine import checkpoint as ckpt  # noqa: E402
-from floe_engine.policy import build_policy  # noqa: E402
+from floe_engine.policies import build_policy  # noqa: E402
 from floe_engine.sampling import SamplingParams  # noqa: E402
 from floe_engine.scheduler import Engine  # noqa: E402
 from floe_engine.trainer import Trainer  # noqa: E402
@@ -119,7 +122,7 @@ def bench_weight_update(spec: str, device: str, dtype: str, prompt_len: int, max
                         out: dict, repeats: int = 2):
     tmp = tempfile.mkdtemp(prefix="floe-gpu-bench-")
     trainer_pol, _ = build_policy(spec, device=device, dtype=dtype, seed=0, for_training=True)
-    trainer = Trainer(trainer_pol, 0, tmp, lr=1e-5, publish_dtype=trainer_pol.dtype)
+    trainer = Trainer(trainer_pol, 0, tmp, publish_dtype=trainer_pol.dtype)
     v0 = trainer.ensure_published()
     pol, _ = build_policy(spec, checkpoint=v0, device=device, dtype=dtype)
     engine = Engine(pol, max_batch=max(inflight, 8), seed=0).start()
@@ -136,8 +139,11 @@ def bench_weight_update(spec: str, device: str, dtype: str, prompt_len: int, max
         for i, r in enumerate(reqs):
             r.done.wait()
             s = r.seqs[0]
-            samples.append({"group_id": i // 4, "prompt_ids": s.prompt, "completion_ids": s.out,
-                            "behaviour_logprobs": s.logprobs, "reward": float(i % 2)})
+            samples.append({"rollout_id": f"r{i}", "group_id": str(i // 4), "reward": float(i % 2),
+                            "advantage": 1.0 if i % 2 else -1.0, "ids": list(s.prompt) + list(s.out),
+                            "loss_mask": [0] * len(s.prompt) + [1] * len(s.out),
+                            "behaviour_logprobs": [0.0] * len(s.prompt) + list(s.logprobs),
+                            "token_versions": [-1] * len(s.prompt) + list(s.versions)})
         for rep in range(repeats):
             live = [engine.submit(rand_ids(prompt_len, gen), SamplingParams(max_tokens=4 * max_tokens,
                                                                             ignore_eos=True, seed=100 + i))
@@ -146,7 +152,7 @@ def bench_weight_update(spec: str, device: str, dtype: str, prompt_len: int, max
                 time.sleep(0.005)
             sync()
             t0 = time.perf_counter()
-            res = trainer.train_step(samples, {})
+            res = trainer.train_step(samples, step_config(lr=1e-5))
             sync()
             t1 = time.perf_counter()
             load_t: dict = {}

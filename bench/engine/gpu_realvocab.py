@@ -49,11 +49,14 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "engine"))
+sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from floe_engine.policy import build_policy  # noqa: E402
+from bench_record import step_config  # noqa: E402
+
+from floe_engine.policies import build_policy  # noqa: E402
 from floe_engine.sampling import SamplingParams  # noqa: E402
 from floe_engine.scheduler import Engine  # noqa: E402
 from floe_engine.tokenizer import load_tokenizer  # noqa: E402
@@ -399,7 +402,7 @@ def train_once(ctx: dict, pol, tok, total: int, info: dict, save) -> bool:
         if dev == "cuda":
             info["behaviour_peak_gib"] = gib(torch.cuda.max_memory_allocated())
         log(f"long {total}: behaviour logprobs in {info['behaviour_s']} s ({info['behaviour_source'][:30]}...)")
-        row = {"rollout_id": f"long-{total}", "group_id": 0, "reward": 1.0, "advantage": 1.0,
+        row = {"rollout_id": f"long-{total}", "group_id": "0", "reward": 1.0, "advantage": 1.0,
                "ids": rollout["ids"], "loss_mask": mask, "behaviour_logprobs": blp,
                "token_versions": [0 if m else -1 for m in mask]}
         free_memory()
@@ -414,7 +417,7 @@ def train_once(ctx: dict, pol, tok, total: int, info: dict, save) -> bool:
                 torch.cuda.reset_peak_memory_stats()
                 before = torch.cuda.memory_allocated()
             t = time.perf_counter()
-            res = trainer.train_step([row], config={"advantage": "given", "lr": 1e-5})
+            res = trainer.train_step([row], config=step_config(lr=1e-5))
             wall = time.perf_counter() - t
             m = res["metrics"]
             st = {"step": rep + 1, "ok": True, "train_ms": m["train_ms"], "publish_ms": m["publish_ms"],
@@ -455,7 +458,7 @@ def bench_long(ctx: dict, out: dict, save) -> None:
     pol, _ = build_policy(ctx["model"], tokenizer=ctx["tokenizer"], device=ctx["device"], dtype=ctx["dtype"],
                           recurrent_state_dtype="fp32", seed=0, for_training=True)
     sec = out["long_rollout"] = {"model": ctx["model"], "dtype": ctx["dtype"], "recurrent_state_dtype": "fp32",
-                                 "config": {"advantage": "given", "lr": 1e-5}, "attempts": []}
+                                 "config": step_config(lr=1e-5), "attempts": []}
     if ctx["device"] == "cuda":
         sec["weights_gib"] = gib(torch.cuda.memory_allocated())
     for total in ctx["long_lengths"]:

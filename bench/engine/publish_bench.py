@@ -46,8 +46,9 @@ import torch  # noqa: E402
 from floe_engine import checkpoint as ckpt  # noqa: E402
 from floe_engine import weight_broadcast as wb  # noqa: E402
 from floe_engine import weights_io  # noqa: E402
-from floe_engine.fsdp_trainer import FSDPTrainer, publish_entries  # noqa: E402
-from floe_engine.policy import build_policy  # noqa: E402
+from floe_engine.fsdp_trainer import FSDPTrainer  # noqa: E402
+from floe_engine.policies import build_policy  # noqa: E402
+from floe_engine.publish import publish_entries  # noqa: E402
 
 
 def sync(dev):
@@ -170,7 +171,7 @@ def main() -> None:
     with torch.device(dev):
         policy, _ = build_policy(spec, None, seed=0, device=str(dev), dtype="bf16", for_training=True)
         engine, _ = build_policy(spec, None, seed=1, device=str(dev), dtype="bf16")
-    trainer = FSDPTrainer(policy, 0, pub, ctx, state_every=0, lr=1e-6, publish_dtype=torch.bfloat16)
+    trainer = FSDPTrainer(policy, 0, pub, ctx, state_every=0, publish_dtype=torch.bfloat16)
     res["model"] = {"spec": spec, "parameters": policy.num_parameters(), "vocab_size": policy.vocab_size,
                     "publish_dtype": "bfloat16", "build_s": round(time.perf_counter() - t0, 2)}
     save()

@@ -22,11 +22,14 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "engine"))
+sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
 
+from bench_record import step_config  # noqa: E402
+
 from floe_engine import model as tiny  # noqa: E402
-from floe_engine.policy import build_policy  # noqa: E402
+from floe_engine.policies import build_policy  # noqa: E402
 from floe_engine.trainer import Trainer  # noqa: E402
 
 FUSED = tiny.Block._attend
@@ -44,14 +47,16 @@ def batch(rng: random.Random, groups: int, g: int, prompt: int, completion: int)
         p = [rng.randrange(1, 256) for _ in range(prompt)]
         for a in range(g):
             c = [rng.randrange(1, 256) for _ in range(completion + rng.randrange(-50, 50))]
+            mask = [0] * len(p) + [1] * len(c)
             out.append({"rollout_id": f"{gi}-{a}", "group_id": str(gi), "reward": float(a % 2), "advantage": 1.0,
-                        "ids": p + c, "loss_mask": [0] * len(p) + [1] * len(c)})
+                        "ids": p + c, "loss_mask": mask, "behaviour_logprobs": [-5.5 if m else 0.0 for m in mask],
+                        "token_versions": [0 if m else -1 for m in mask]})
     return out
 
 
 def train_seconds(trainer: Trainer, samples: list) -> float:
     t = time.perf_counter()
-    trainer.train_step(samples, {"epochs": 1, "minibatches": 16, "lr": 1e-6})
+    trainer.train_step(samples, step_config(minibatches=16))
     return time.perf_counter() - t
 
 

@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "engine")
 from floe_engine import tokenizer  # noqa: E402  (sets thread env before torch loads)
 import torch  # noqa: E402
 
-from floe_engine.policy import build_policy  # noqa: E402
+from floe_engine.policies import build_policy  # noqa: E402
 from floe_engine.sampling import sample  # noqa: E402
 from floe_engine.trainer import Trainer  # noqa: E402
 
@@ -105,8 +105,10 @@ def generate(policy, prompts: Sequence[List[int]], max_tokens: int, temperature:
     return outs
 
 
-def rollouts(policy, trajs: List[List[Turn]], task_ids: List[int], G: int, a) -> Tuple[List[dict], List[float]]:
-    """G attempts at each task; returns trainer samples (one per generated turn) and rewards."""
+def rollouts(policy, version: int, trajs: List[List[Turn]], task_ids: List[int], G: int, a
+             ) -> Tuple[List[dict], List[float]]:
+    """G attempts at each task by ``policy`` (weight ``version``); returns trainer samples (one
+    per generated turn: the gold prompt, then the generated tokens, trained on) and rewards."""
     rng = random.Random(a.rng.random())
     attempts = [(g, t) for g, t in enumerate(task_ids) for _ in range(G)]
     alive = list(range(len(attempts)))
@@ -129,9 +131,10 @@ def rollouts(policy, trajs: List[List[Turn]], task_ids: List[int], G: int, a) ->
         k += 1
     samples = []
     for i, (g, _) in enumerate(attempts):
-        for p, ids, lps in turns[i]:
-            samples.append({"group_id": g, "reward": reward[i], "prompt_ids": p, "completion_ids": ids,
-                            "behaviour_logprobs": lps})
+        for k, (p, ids, lps) in enumerate(turns[i]):
+            samples.append({"rollout_id": f"{i}-{k}", "group_id": str(g), "reward": reward[i], "ids": p + ids,
+                            "loss_mask": [0] * len(p) + [1] * len(ids), "behaviour_logprobs": [0.0] * len(p) + lps,
+                            "token_versions": [-1] * len(p) + [version] * len(ids)})
     return samples, reward
 
 
@@ -187,7 +190,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--clip-low", type=float, default=0.2)
     ap.add_argument("--clip-high", type=float, default=0.28)
     ap.add_argument("--ratio-mode", default="clip", choices=["clip", "truncate"])
+    ap.add_argument("--truncate-cap", type=float, default=2.0)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--grad-clip", type=float, default=1.0)
+    ap.add_argument("--micro-batch-tokens", type=int, default=16384)
     ap.add_argument("--negative-scale", type=float, default=1.0)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--minibatches", type=int, default=1)
@@ -201,20 +207,20 @@ def main(argv=None) -> dict:
     train_pol, _ = build_policy("tiny", ckpt_file, seed=a.seed, for_training=True)
     gen_pol, _ = build_policy("tiny", ckpt_file, seed=a.seed)
     betas = tuple(float(x) for x in a.betas.split(","))
-    trainer = Trainer(train_pol, 0, tempfile.mkdtemp(prefix="proxy-"), lr=a.lr, betas=betas, eps=a.eps,
-                      optimizer=a.optimizer)
+    trainer = Trainer(train_pol, 0, tempfile.mkdtemp(prefix="proxy-"), betas=betas, eps=a.eps, optimizer=a.optimizer)
     versions = [{k: v.clone() for k, v in train_pol.state_dict().items()}]
-    cfg = {"lr": a.lr, "advantage": "given", "loss_agg": a.loss_agg, "clip_low": a.clip_low,
-           "clip_high": a.clip_high, "ratio_mode": a.ratio_mode, "grad_clip": a.grad_clip,
-           "epochs": a.epochs, "minibatches": a.minibatches}
+    cfg = {"lr": a.lr, "weight_decay": a.weight_decay, "clip_low": a.clip_low, "clip_high": a.clip_high,
+           "ratio_mode": a.ratio_mode, "truncate_cap": a.truncate_cap, "loss_agg": a.loss_agg, "epochs": a.epochs,
+           "minibatches": a.minibatches, "grad_clip": a.grad_clip, "micro_batch_tokens": a.micro_batch_tokens}
     curve, rows = [], []
     cursor = 0
     t0 = time.perf_counter()
     for u in range(1, a.updates + 1):
-        gen_pol.load_state_dict(versions[max(0, u - 1 - a.lag)])
+        gen_version = max(0, u - 1 - a.lag)
+        gen_pol.load_state_dict(versions[gen_version])
         task_ids = [(cursor + j) % len(trajs) for j in range(a.groups)]
         cursor += a.groups
-        samples, rewards = rollouts(gen_pol, trajs, task_ids, a.group_size, a)
+        samples, rewards = rollouts(gen_pol, gen_version, trajs, task_ids, a.group_size, a)
         r = sum(rewards) / len(rewards)
         cfg["lr"] = proxy_lr(a, u)
         res = trainer.train_step(proxy_advantages(samples, a.advantage, a.negative_scale), cfg)

@@ -209,7 +209,7 @@ class HFPolicy(Policy):
             # layer per decode step (measured on an H200): use flash / mem-efficient SDPA
             torch.backends.cuda.enable_cudnn_sdp(False)
         # the trainer keeps the engine's dtype too (fp32 master copies live in its
-        # optimizer, trainer.MasterWeightsOptimizer): same weights, same arithmetic
+        # optimizer, optimizers.MasterWeightsOptimizer): same weights, same arithmetic
         module = keep_rope_fp32(module, device, dtype)
         module.eval()
         return cls(module, device, dtype, cfg, opts, recurrent_state_dtype, tok)

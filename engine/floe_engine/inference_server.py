@@ -22,10 +22,11 @@ from . import checkpoint as ckpt
 from . import tokenizer
 from . import weights_io
 from .httpserve import HTTPError, make_server, prometheus
-from .logprobs import score_samples
-from .policy import build_policy, check_tokenizer
+from .policies import build_policy
+from .policy import check_tokenizer
 from .sampling import SamplingParams
 from .scheduler import Engine, completion_response
+from .scoring import score_samples
 
 
 def _prompt_ids(prompt, tok=None) -> List[int]:

@@ -1,10 +1,12 @@
-"""A policy = a model plus its tokenizer plus everything both servers need to run it the same way.
+"""The policy interface: a model plus its tokenizer plus everything both servers need to run it
+the same way.
 
-``Policy`` hides whether the network is the tiny byte-level GPT or a Hugging
-Face model. The trainer asks it for per-token log-probabilities of
-(prompt, completion) pairs (``token_logprobs``) or of the masked tokens of whole
-rollouts (``masked_logprobs``); the engine asks it for a ``DecodeBackend`` that
-keeps per-sequence caches for continuous batching.
+``Policy`` hides whether the network is the tiny byte-level GPT (``tiny_policy``) or a Hugging
+Face model (``hf_model``); ``policies.build_policy`` picks one from a model spec. The trainer asks
+a policy for per-token log-probabilities of (prompt, completion) pairs (``token_logprobs``) or of
+the masked tokens of whole rollouts (``masked_logprobs``); the engine asks it for a
+``DecodeBackend`` that keeps per-sequence caches for continuous batching. This module imports
+neither implementation, so both can build on it.
 
 Every policy carries ``policy.tokenizer`` (``tokenizer.load_tokenizer``): the tiny
 model only runs the byte tokenizer (its logits are cut to the 259 byte ids); an
@@ -22,29 +24,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
-from . import model as tiny
 from . import tokenizer
-from .tokenizer import load_tokenizer
 
 Pair = Tuple[Sequence[int], Sequence[int]]
 Mask = Optional[Sequence[int]]
-DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
-          "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
-
-
-def parse_dtype(name: Optional[str], device: torch.device) -> torch.dtype:
-    if name in (None, "", "auto"):
-        return torch.float32 if device.type == "cpu" else torch.bfloat16
-    if name not in DTYPES:
-        raise ValueError(f"unknown dtype {name!r}; use one of fp32, bf16, fp16, auto")
-    return DTYPES[name]
-
-
-def pick_device(name: Optional[str]) -> torch.device:
-    if name in (None, "", "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
 
 class DecodeBackend:
     """Per-sequence caches for the engine's scheduler.
@@ -194,168 +177,6 @@ def gather_logprobs(logits: torch.Tensor, targets: torch.Tensor, entropy: bool
     return lp, ent
 
 
-# ---------------------------------------------------------------------------------
-# tiny byte-level GPT
-# ---------------------------------------------------------------------------------
-class TinyPolicy(Policy):
-    kind = "tiny"
-
-    def __init__(self, cfg: tiny.TinyConfig, device: torch.device, dtype: torch.dtype = torch.float32,
-                 seed: int = 0, tok=None):
-        if tok is not None and getattr(tok, "kind", None) != "byte":
-            raise ValueError(f"the tiny model runs the byte tokenizer only (ids 0..258), not {tok.kind} tokenizer "
-                             f"{tok.name!r} ({tok.vocab_size} ids); use an hf: model for a real vocabulary")
-        torch.manual_seed(seed)
-        module = tiny.TinyGPT(cfg).to(device=device, dtype=dtype)
-        super().__init__(module, device, dtype, tok)
-        self.cfg = cfg
-
-    def config_dict(self) -> dict:
-        return {"kind": "tiny", "tiny": self.cfg.to_dict(), "tokenizer": self.tokenizer.describe()}
-
-    @property
-    def context(self) -> int:
-        return self.cfg.context
-
-    def token_logprobs(self, pairs, grad=False, entropy=False, masks=None):
-        """Pairs that share a prompt are scored together: the prompt runs once
-        and its K/V are shared by all completions in the group (an RL group of
-        G samples costs one prompt forward, not G). The 259-way head is cheap,
-        so it runs on every completion position and ``masks`` just select."""
-        out: List = [None] * len(pairs)
-        pad = self.tokenizer.pad_token_id
-        groups: Dict[tuple, List[int]] = {}
-        for i, (p, c) in enumerate(pairs):
-            if len(p) == 0:
-                raise ValueError("prompt_ids must not be empty (use [257] = BOS for an empty prompt)")
-            if len(p) + len(c) > self.context + 1:
-                raise ValueError(f"prompt+completion of {len(p) + len(c)} tokens exceeds context {self.context}")
-            groups.setdefault(tuple(p), []).append(i)
-        ctx = torch.enable_grad() if grad else torch.no_grad()
-        with ctx:
-            for prompt, idxs in groups.items():
-                prefix = None
-                if len(prompt) > 1:
-                    ids = torch.tensor([prompt[:-1]], dtype=torch.long, device=self.device)
-                    _, prefix = self.module(ids, return_kv=True, logits=False)
-                comps = [list(pairs[i][1]) for i in idxs]
-                C = max((len(c) for c in comps), default=0)
-                if C == 0:
-                    for i in idxs:
-                        z = torch.zeros(0, device=self.device)
-                        out[i] = (z, z if entropy else None)
-                    continue
-                inp = torch.full((len(comps), C), pad, dtype=torch.long)
-                tgt = torch.zeros((len(comps), C), dtype=torch.long)
-                for r, c in enumerate(comps):
-                    seq = [prompt[-1]] + c[:-1]
-                    inp[r, :len(seq)] = torch.tensor(seq)
-                    tgt[r, :len(c)] = torch.tensor(c)
-                logits = self.module(inp.to(self.device), prefix_kv=prefix)
-                lp, ent = gather_logprobs(logits[..., : self.vocab_size], tgt.to(self.device), entropy)
-                for r, i in enumerate(idxs):
-                    n = len(comps[r])
-                    a, e = lp[r, :n], (ent[r, :n] if ent is not None else None)
-                    sel = mask_index(masks[i] if masks is not None else None, n, self.device)
-                    if sel is not None:
-                        a, e = a[sel], (e[sel] if e is not None else None)
-                    out[i] = (a, e)
-        return out
-
-    def make_backend(self, max_batch: int) -> DecodeBackend:
-        return TinyBackend(self, max_batch)
-
-
-class TinyBackend(DecodeBackend):
-    """Slot K/V cache plus an exact-prefix cache.
-
-    The prefix cache remembers the K/V of recent prompts (keyed by token ids)
-    so that n>1 samples of one prompt, or the G attempts of one task sent as
-    separate requests, prefill once; a new prompt reuses the longest cached
-    prefix (multi-turn prompts extend the previous turn). It only ever holds
-    K/V computed under the current weights: a weight update clears it.
-    """
-
-    def __init__(self, policy: TinyPolicy, max_batch: int, prefix_cache_tokens: int = 32768,
-                 min_prefix: int = 16):
-        self.policy = policy
-        self.cache = tiny.SlotKVCache(policy.module, max_batch)
-        self.free = list(range(max_batch))
-        self.slot_of: Dict[str, int] = {}
-        self.prefix: Dict[tuple, List[Tuple[torch.Tensor, torch.Tensor]]] = {}
-        self.prefix_tokens = 0
-        self.prefix_budget = prefix_cache_tokens
-        self.min_prefix = min_prefix
-        self.prefix_hits = 0
-
-    def _best_prefix(self, ids: tuple) -> Tuple[int, Optional[tuple]]:
-        best_n, best_key = 0, None
-        for key in self.prefix:
-            lo, hi = 0, min(len(key), len(ids))
-            if hi <= best_n:
-                continue
-            while lo < hi:  # longest common prefix by bisection over C-level slice compares
-                mid = (lo + hi + 1) // 2
-                if ids[:mid] == key[:mid]:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            if lo > best_n:
-                best_n, best_key = lo, key
-        return best_n, best_key
-
-    def _remember(self, key: tuple, slot: int) -> None:
-        if len(key) < self.min_prefix or key in self.prefix or len(key) > self.prefix_budget:
-            return
-        n = len(key)
-        self.prefix[key] = [(k[slot, :, :n].clone(), v[slot, :, :n].clone())
-                            for k, v in zip(self.cache.k, self.cache.v)]
-        self.prefix_tokens += n
-        while self.prefix_tokens > self.prefix_budget:  # evict oldest (dicts keep insertion order)
-            old = next(iter(self.prefix))
-            self.prefix_tokens -= len(old)
-            del self.prefix[old]
-
-    def add(self, key: str, ids: Sequence[int]) -> torch.Tensor:
-        if not self.free:
-            raise RuntimeError("no free slot: the scheduler admitted more sequences than max_batch")
-        ids = tuple(ids)
-        slot = self.free.pop(0)
-        self.slot_of[key] = slot
-        n, pkey = self._best_prefix(ids) if len(ids) > self.min_prefix else (0, None)
-        n = min(n, len(ids) - 1)  # always run at least the last token, for its logits
-        if pkey is not None and n >= self.min_prefix:
-            self.prefix_hits += 1
-            for layer, (k, v) in enumerate(self.prefix[pkey]):
-                self.cache.k[layer][slot, :, :n] = k[:, :n]
-                self.cache.v[layer][slot, :, :n] = v[:, :n]
-            self.cache.lengths[slot] = n
-        else:
-            self.cache.lengths[slot] = 0
-        logits = tiny.extend(self.policy.module, self.cache, slot, ids[self.cache.lengths[slot]:])
-        self._remember(ids, slot)
-        return logits[: self.policy.vocab_size].float()
-
-    def step(self, keys, tokens):
-        slots = [self.slot_of[k] for k in keys]
-        logits = tiny.decode(self.policy.module, self.cache, slots, tokens)
-        return logits[:, : self.policy.vocab_size].float()
-
-    def remove(self, key: str) -> None:
-        slot = self.slot_of.pop(key, None)
-        if slot is not None:
-            self.cache.lengths[slot] = 0
-            self.free.append(slot)
-            self.free.sort()  # lowest slots first keeps the decode range short
-
-    def reset_prefix_cache(self) -> int:
-        n = len(self.prefix)
-        self.prefix.clear()
-        self.prefix_tokens = 0
-        return n
-
-
-# ---------------------------------------------------------------------------------
 def checkpoint_tokenizer(meta: Optional[dict]) -> dict:
     """The tokenizer a checkpoint was written for (its sidecar's ``config.tokenizer``).
     Checkpoints from before tokenizers were recorded all used the byte tokenizer."""
@@ -370,48 +191,3 @@ def check_tokenizer(meta: Optional[dict], tok, where: str = "checkpoint") -> Non
         raise ValueError(f"{where} was written for tokenizer {rec.get('name')!r} ({rec.get('vocab_size')} ids) "
                          f"but this process runs tokenizer {tok.name!r} ({tok.vocab_size} ids); start it with "
                          f"the checkpoint's tokenizer (--tokenizer)")
-
-
-def build_policy(model: str, checkpoint: Optional[str] = None, seed: int = 0, device: Optional[str] = None,
-                 dtype: Optional[str] = None, recurrent_state_dtype: str = "fp32",
-                 for_training: bool = False, tokenizer: Optional[str] = None) -> Tuple[Policy, int]:
-    """Make the policy named by ``model`` with the tokenizer ``tokenizer`` (None / 'byte' or a
-    Hugging Face tokenizer folder) and load ``checkpoint`` if given.
-
-    Returns (policy, weight version). A checkpoint's sidecar config wins over
-    the sizes in ``model`` (so engines always match the trainer that wrote it);
-    its recorded tokenizer must be the one given here.
-    """
-    from . import checkpoint as ckpt  # local import: checkpoint imports policy lazily too
-
-    tok = load_tokenizer(tokenizer)
-    dev = pick_device(device)
-    is_tiny = model == "tiny" or model.startswith("tiny:")
-    dt = torch.float32 if is_tiny and dtype in (None, "", "auto") else parse_dtype(dtype, dev)
-    if dev.type == "cuda" and dt == torch.float32:
-        # fp32 means fp32: TF32 convolutions/matmuls would make the engine's one-token
-        # steps and the trainer's full forward round differently
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-    meta, sd, version = None, None, 0
-    if checkpoint:
-        meta, sd = ckpt.load(checkpoint)
-        version = int(meta.get("version", 0))
-        check_tokenizer(meta, tok, f"checkpoint {checkpoint}")
-    cfg = (meta or {}).get("config") or {}
-    if is_tiny:
-        if cfg and cfg.get("kind") != "tiny":
-            raise ValueError(f"checkpoint {checkpoint} holds a {cfg.get('kind')!r} model, not tiny")
-        tcfg = tiny.TinyConfig.from_dict(cfg["tiny"]) if cfg else tiny.TinyConfig.parse(model)
-        pol: Policy = TinyPolicy(tcfg, dev, dt, seed=seed, tok=tok)
-    elif model.startswith("hf:"):
-        from . import hf_model  # guarded: needs transformers
-        if cfg and cfg.get("kind") != "hf":
-            raise ValueError(f"checkpoint {checkpoint} holds a {cfg.get('kind')!r} model, not hf")
-        pol = hf_model.HFPolicy.create(model[3:], dev, dt, seed=seed, recurrent_state_dtype=recurrent_state_dtype,
-                                       saved_config=cfg or None, for_training=for_training, tok=tok)
-    else:
-        raise ValueError(f"unknown model {model!r}; use 'tiny', 'tiny:d_model=96,n_layers=2' or 'hf:<config.json|model_type>'")
-    if sd is not None:
-        pol.load_state_dict(sd)
-    return pol, version

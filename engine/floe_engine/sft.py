@@ -32,8 +32,10 @@ import torch
 
 from . import checkpoint as ckpt
 from . import tokenizer as tokenizers
-from .policy import Policy, build_policy
-from .trainer import MasterWeightsOptimizer, normalize_sample
+from .optimizers import MasterWeightsOptimizer
+from .policies import build_policy
+from .policy import Policy
+from .trainer import check_sequence
 
 Pair = Tuple[List[int], List[int]]
 
@@ -57,11 +59,9 @@ def load_rows(path: str, tok=None, vocab: Optional[int] = None, context: Optiona
             row = json.loads(line)
             where = f"{path}:{n}"
             if "ids" in row or "loss_mask" in row:
-                try:
-                    s = normalize_sample(n, {"ids": row.get("ids"), "loss_mask": row.get("loss_mask")}, vocab, context)
-                except ValueError as e:
-                    raise ValueError(f"{where}: {str(e).split(': ', 1)[-1]}") from None
-                rows.append(Row(s["ids"], s["loss_mask"]))
+                ids, mask = row.get("ids"), row.get("loss_mask")
+                check_sequence(where, ids, mask, vocab, context)
+                rows.append(Row(list(ids), [int(m) for m in mask]))
                 continue
             p = row["prompt_ids"] if "prompt_ids" in row else tok.encode(row["prompt"])
             c = row["completion_ids"] if "completion_ids" in row else tok.encode(row["completion"])
@@ -73,11 +73,9 @@ def load_rows(path: str, tok=None, vocab: Optional[int] = None, context: Optiona
                 if tok.bos_token_id is None:
                     raise ValueError(f"{where}: empty prompt and tokenizer {tok.name!r} has no BOS token")
                 p = [tok.bos_token_id]
-            try:
-                normalize_sample(n, {"prompt_ids": p, "completion_ids": c}, vocab, context)
-            except ValueError as e:
-                raise ValueError(f"{where}: {str(e).split(': ', 1)[-1]}") from None
-            rows.append(Row(p + c, [0] * len(p) + [1] * len(c), (p, c)))
+            ids, mask = p + c, [0] * len(p) + [1] * len(c)
+            check_sequence(where, ids, mask, vocab, context)
+            rows.append(Row(ids, mask, (p, c)))
     if not rows:
         raise ValueError(f"{path} has no rows; expected JSON lines {{ids, loss_mask}} or {{prompt, completion}}")
     return rows
@@ -144,7 +142,7 @@ def main(argv=None) -> dict:
                              tokenizer=a.tokenizer)
     rows = load_rows(a.data, policy.tokenizer, policy.vocab_size, policy.context)
     pairs = [r.pair for r in rows if r.pair is not None]
-    opt = MasterWeightsOptimizer(policy.module.parameters(), lr=a.lr, betas=(0.9, 0.99), weight_decay=0.0)
+    opt = MasterWeightsOptimizer(policy.module.parameters())  # lr set each step below (warm-up + cosine), no weight decay
     n_tok_total = sum(sum(r.loss_mask) for r in rows)
     print(f"[sft] {len(rows)} rows ({len(rows) - len(pairs)} masked trajectories, {len(pairs)} prompt/completion; "
           f"{n_tok_total} trained tokens), model {policy.config_dict()['kind']} with {policy.num_parameters()} "

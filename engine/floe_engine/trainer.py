@@ -1,15 +1,16 @@
-"""One RL update: given advantages (floe computes them), token-level importance ratios,
-an asymmetric clipped surrogate (or truncated IS), AdamW, publish.
+"""One RL update in one process: the step's settings (``StepConfig``), the batch's samples
+(``normalize_sample``), the gradient of the surrogate loss (``loss``) over micro-batches, the
+optimizer steps, and the weights published as the next version.
 
-A training sample is one rollout, one masked sequence:
-``{rollout_id, group_id, reward, advantage, ids: [T], loss_mask: [T] 0/1,
-behaviour_logprobs: [T] (ignored where the mask is 0), token_versions: [T] (-1 where
-the mask is 0)}``: the prompt, every generated turn and the tool outputs between
-them, with the loss on the generated (masked) tokens only. Old rows
-``{prompt_ids, completion_ids, behaviour_logprobs}`` are converted (ids = prompt +
-completion, mask 0...0 1...1). See ``normalize_samples``.
+A training sample is one rollout, one masked sequence (its fields: ``contract.SAMPLE``):
+``{rollout_id, group_id, reward, advantage, ids: [T], loss_mask: [T] 0/1, behaviour_logprobs: [T]
+(read where the mask is 1), token_versions: [T] (-1 where the mask is 0)}``: the prompt, every
+generated turn and the tool outputs between them, with the loss on the generated (masked)
+tokens only. The advantage comes with the sample: floe computes it (core/advantages.ts).
 
-Kept free of HTTP so tests and the SFT script can call it directly.
+``fsdp_trainer.FSDPTrainer`` runs the same step over the ranks of a sharded job: it changes how
+micro-batches are made and scored, not the step. Kept free of HTTP so tests and benchmarks can
+call it directly.
 """
 from __future__ import annotations
 
@@ -18,56 +19,79 @@ import math
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Dict, List, Optional, Sequence
 
 import torch
 
 from . import checkpoint as ckpt
+from . import publish as publishing
 from . import step_metrics
+from .contract import SAMPLE, STEP_CONFIG, fits, words
+from .loss import LossSums, sample_loss
+from .optimizers import MasterWeightsOptimizer
 from .policy import Policy
+from .scoring import Scored, batch_logprobs, check_ids, score_samples
 
-RATIO_MODES = ("clip", "truncate")
-LOSS_AGGS = ("token-mean", "seq-mean-token-mean")
+CONFIG_SOURCE = "the run config's `trainer` section (docs/configuration.md)"
 
 
 @dataclass
 class StepConfig:
-    lr: Optional[float] = None
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    ratio_mode: str = "clip"          # 'clip' (PPO-style, asymmetric) | 'truncate' (truncated IS weight)
-    truncate_cap: float = 2.0
-    advantage: str = "given"          # the only estimator here: each sample carries its advantage (floe's core/advantages.ts)
-    loss_agg: str = "token-mean"
-    epochs: int = 1                   # passes over the batch
-    minibatches: int = 1              # optimizer steps per pass (whole groups per minibatch)
-    grad_clip: float = 1.0
-    micro_batch_tokens: int = 16384
+    """One train step's settings. Every field is required (``contract.STEP_CONFIG``): floe sends
+    them from the run config, whose defaults live in one place (TypeScript core/config.ts)."""
+    lr: float
+    weight_decay: float
+    clip_low: float
+    clip_high: float
+    ratio_mode: str                   # contract.RATIO_MODES
+    truncate_cap: float
+    loss_agg: str                     # contract.LOSS_AGGS
+    epochs: int
+    minibatches: int
+    grad_clip: float
+    micro_batch_tokens: int
 
     @classmethod
-    def from_dict(cls, d: Optional[dict]) -> "StepConfig":
-        d = dict(d or {})
-        mode = d.pop("mode", None)
-        if mode is not None:
-            d.setdefault("ratio_mode", mode)
-        known = set(cls.__dataclass_fields__)
-        bad = sorted(set(d) - known)
+    def from_dict(cls, d) -> "StepConfig":
+        if not isinstance(d, dict):
+            raise ValueError(f"train_step needs a config object with the fields {list(STEP_CONFIG)}, all required: "
+                             f"floe sends them from {CONFIG_SOURCE}")
+        missing = [k for k in STEP_CONFIG if k not in d]
+        unknown = sorted(set(d) - set(STEP_CONFIG))
+        if missing or unknown:
+            what = "; ".join(([f"missing field(s) {missing}"] if missing else [])
+                             + ([f"unknown field(s) {unknown}"] if unknown else []))
+            raise ValueError(f"train_step config: {what}. A step's config has exactly the fields {list(STEP_CONFIG)}, "
+                             f"all required: floe sends them from {CONFIG_SOURCE}")
+        bad = [f"{k} = {d[k]!r} is not {words(kind)}"
+               for k, kind in STEP_CONFIG.items() if not fits(kind, d[k])]
         if bad:
-            raise ValueError(f"unknown train_step config field(s) {bad}; known: {sorted(known)}")
-        c = cls(**d)
-        if c.ratio_mode not in RATIO_MODES:
-            raise ValueError(f"config.ratio_mode must be one of {RATIO_MODES}")
-        if c.advantage != "given":
-            raise ValueError(f"config.advantage {c.advantage!r}: the trainer takes advantages as given (each sample's "
-                             "'advantage'); floe computes them in core/advantages.ts (trainer.advantage in the run config)")
-        if c.loss_agg not in LOSS_AGGS:
-            raise ValueError(f"config.loss_agg must be one of {LOSS_AGGS}")
-        if c.epochs < 1 or c.minibatches < 1:
-            raise ValueError("config.epochs and config.minibatches must be >= 1")
-        if c.clip_low < 0 or c.clip_high < 0:
-            raise ValueError("config.clip_low/clip_high must be >= 0")
+            raise ValueError(f"train_step config: {'; '.join(bad)}")
+        c = cls(**{k: float(d[k]) if STEP_CONFIG[k] == "number" else d[k] for k in STEP_CONFIG})
+        out_of_range = [text for ok, text in (
+            (c.lr >= 0 and c.weight_decay >= 0, "lr and weight_decay must be >= 0"),
+            (c.clip_low >= 0 and c.clip_high >= 0, "clip_low and clip_high must be >= 0"),
+            (c.truncate_cap > 0 and c.grad_clip > 0, "truncate_cap and grad_clip must be > 0"),
+            (c.epochs >= 1 and c.minibatches >= 1 and c.micro_batch_tokens >= 1,
+             "epochs, minibatches and micro_batch_tokens must be >= 1"),
+        ) if not ok]
+        if out_of_range:
+            raise ValueError(f"train_step config: {'; '.join(out_of_range)}")
         return c
+
+
+def _check_step_config_fields() -> None:
+    """StepConfig's dataclass fields must be the contract's, in order and with its types, so the
+    contract floe's TypeScript side is tested against is what ``from_dict`` builds."""
+    py = {"number": "float", "int": "int"}
+    want = [(k, "str" if isinstance(kind, tuple) else py[kind]) for k, kind in STEP_CONFIG.items()]
+    got = [(f.name, f.type if isinstance(f.type, str) else f.type.__name__) for f in fields(StepConfig)]
+    if got != want:
+        raise TypeError(f"trainer.StepConfig's fields {got} differ from contract.STEP_CONFIG {want}")
+
+
+_check_step_config_fields()
 
 
 def load_samples(batch_path: str) -> List[dict]:
@@ -79,88 +103,66 @@ def load_samples(batch_path: str) -> List[dict]:
     return data["samples"] if isinstance(data, dict) else data
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_num(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _check_ids(i: int, field: str, ids, vocab: int) -> None:
-    if not isinstance(ids, list):
-        raise ValueError(f"sample {i}: {field} must be a list of token ids")
-    for j, t in enumerate(ids):
-        if not _is_int(t) or t < 0 or t >= vocab:
-            raise ValueError(f"sample {i}: {field}[{j}] = {t!r} is outside the model's vocabulary [0, {vocab})")
+def check_sequence(where: str, ids, mask, vocab: int, context: Optional[int] = None) -> List[int]:
+    """Validate one masked sequence (a sample's, or a row of the SFT data): ids in the vocabulary,
+    one 0/1 mask entry per id, at least one masked token, none at position 0 (nothing predicts
+    it), at most context + 1 ids. Returns the masked positions; errors start with ``where``."""
+    check_ids(f"{where}: ids", ids, vocab)
+    if not isinstance(mask, list):
+        raise ValueError(f"{where}: loss_mask must be a list of 0/1, one per id")
+    if len(mask) != len(ids):
+        raise ValueError(f"{where}: loss_mask has {len(mask)} entries for {len(ids)} ids")
+    for j, m in enumerate(mask):
+        if m not in (0, 1) or not isinstance(m, (int, bool)):
+            raise ValueError(f"{where}: loss_mask[{j}] = {m!r} is not 0 or 1")
+    masked = [j for j, m in enumerate(mask) if m]
+    if not masked:
+        raise ValueError(f"{where}: loss_mask has no 1 (no token to train on)")
+    if masked[0] == 0:
+        raise ValueError(f"{where}: loss_mask[0] is 1, but nothing precedes the first token to predict it "
+                         "(the first masked index must be >= 1)")
+    if context is not None and len(ids) - 1 > context:
+        raise ValueError(f"{where}: ids has {len(ids)} tokens, longer than the model context {context} "
+                         f"(at most {context + 1}: the last token is only predicted)")
+    return masked
 
 
 def normalize_sample(i: int, s: dict, vocab: int, context: Optional[int] = None) -> dict:
-    """Validate sample ``i`` and return it as one masked sequence: a copy of ``s`` with ``ids``,
-    ``loss_mask`` and (None when absent) ``behaviour_logprobs`` / ``token_versions`` over all T
-    positions, plus ``_p0`` (first masked index), ``_masked`` (mask positions), ``_blp`` (behaviour
-    logprobs at them or None) and ``_ver`` (their versions or None). Errors name the sample and field."""
+    """Validate sample ``i`` against ``contract.SAMPLE`` (every field required) and return a copy
+    with ``loss_mask`` as ints plus ``_p0`` (first masked index), ``_masked`` (the masked
+    positions), ``_blp`` (the behaviour log-probs there) and ``_ver`` (their weight versions).
+    The per-token arrays have one entry per id; behaviour_logprobs and token_versions are read
+    only where the mask is 1. Errors name the sample and the field."""
+    where = f"sample {i}"
     if not isinstance(s, dict):
-        raise ValueError(f"sample {i} must be an object")
-    if "ids" in s or "loss_mask" in s:
-        ids, mask = s.get("ids"), s.get("loss_mask")
-        _check_ids(i, "ids", ids, vocab)
-        if not isinstance(mask, list):
-            raise ValueError(f"sample {i}: loss_mask must be a list of 0/1, one per id")
-        if len(mask) != len(ids):
-            raise ValueError(f"sample {i}: loss_mask has {len(mask)} entries for {len(ids)} ids")
-        for j, m in enumerate(mask):
-            if m not in (0, 1) or not isinstance(m, (int, bool)):
-                raise ValueError(f"sample {i}: loss_mask[{j}] = {m!r} is not 0 or 1")
-        mask = [int(m) for m in mask]
-        b, v = s.get("behaviour_logprobs"), s.get("token_versions")
-        for field, arr in (("behaviour_logprobs", b), ("token_versions", v)):
-            if arr is not None and (not isinstance(arr, list) or len(arr) != len(ids)):
-                n = len(arr) if isinstance(arr, list) else type(arr).__name__
-                raise ValueError(f"sample {i}: {field} has {n} entries for {len(ids)} ids (one per id; "
-                                 f"the entries where loss_mask is 0 are ignored)")
-    elif "prompt_ids" in s or "completion_ids" in s:  # old row: one turn, the prompt repeated
-        p, c = s.get("prompt_ids"), s.get("completion_ids")
-        _check_ids(i, "prompt_ids", p, vocab)
-        _check_ids(i, "completion_ids", c, vocab)
-        if not p:
-            raise ValueError(f"sample {i}: prompt_ids is empty")
-        b, v = s.get("behaviour_logprobs"), s.get("token_versions")
-        for field, arr in (("behaviour_logprobs", b), ("token_versions", v)):
-            if arr is not None and (not isinstance(arr, list) or len(arr) != len(c)):
-                n = len(arr) if isinstance(arr, list) else type(arr).__name__
-                raise ValueError(f"sample {i}: {field} has {n} entries for {len(c)} completion tokens")
-        ids, mask = list(p) + list(c), [0] * len(p) + [1] * len(c)
-        b = None if b is None else [0.0] * len(p) + list(b)
-        v = None if v is None else [-1] * len(p) + list(v)
-    else:
-        raise ValueError(f"sample {i}: give ids + loss_mask (one rollout) or prompt_ids + completion_ids")
-    masked = [j for j, m in enumerate(mask) if m]
-    if not masked:
-        raise ValueError(f"sample {i}: loss_mask has no 1 (no token to train on)")
-    p0 = masked[0]
-    if p0 == 0:
-        raise ValueError(f"sample {i}: loss_mask[0] is 1, but nothing precedes the first token to predict it "
-                         "(the first masked index must be >= 1)")
-    if context is not None and len(ids) - 1 > context:
-        raise ValueError(f"sample {i}: ids has {len(ids)} tokens, longer than the model context {context} "
-                         f"(at most {context + 1}: the last token is only predicted)")
-    blp = ver = None
-    if b is not None:
-        blp = [b[j] for j in masked]
-        for j, x in zip(masked, blp):
-            if not _is_num(x):
-                raise ValueError(f"sample {i}: behaviour_logprobs[{j}] = {x!r} is not a finite number "
-                                 "(loss_mask is 1 there)")
-        blp = [float(x) for x in blp]
-    if v is not None:
-        ver = [v[j] for j in masked]
-        for j, x in zip(masked, ver):
-            if not _is_int(x):
-                raise ValueError(f"sample {i}: token_versions[{j}] = {x!r} is not an integer (loss_mask is 1 there)")
+        raise ValueError(f"{where} must be an object")
+    if "prompt_ids" in s or "completion_ids" in s:
+        raise ValueError(f"{where}: prompt_ids/completion_ids rows are not read: a sample is one rollout, "
+                         f"{{{', '.join(SAMPLE)}}} (ids = the whole sequence, loss_mask 1 on the generated tokens)")
+    missing = [k for k in SAMPLE if s.get(k) is None]
+    if missing:
+        raise ValueError(f"{where}: missing {missing}; a sample has the fields {list(SAMPLE)}, all required")
+    ids, mask = s["ids"], s["loss_mask"]
+    masked = check_sequence(where, ids, mask, vocab, context)
+    for k, kind in SAMPLE.items():
+        v = s[k]
+        if k in ("ids", "loss_mask"):  # check_sequence's
+            continue
+        if not (isinstance(kind, str) and kind.endswith("[]")):
+            if not fits(kind, v):
+                raise ValueError(f"{where}: {k} = {v!r} is not {words(kind)}")
+            continue
+        if not isinstance(v, list) or len(v) != len(ids):
+            n = len(v) if isinstance(v, list) else type(v).__name__
+            raise ValueError(f"{where}: {k} has {n} entries for {len(ids)} ids (one per id; "
+                             f"the entries where loss_mask is 0 are ignored)")
+        for j in masked:  # a per-token entry counts where the token is trained on
+            if not fits(kind[:-2], v[j]):
+                raise ValueError(f"{where}: {k}[{j}] = {v[j]!r} is not {words(kind[:-2])} (loss_mask is 1 there)")
     out = dict(s)
-    out.update(ids=list(ids), loss_mask=mask, behaviour_logprobs=b, token_versions=v,
-               _p0=p0, _masked=masked, _blp=blp, _ver=ver)
+    out.update(loss_mask=[int(m) for m in mask], _p0=masked[0], _masked=masked,
+               _blp=[float(s["behaviour_logprobs"][j]) for j in masked],
+               _ver=[s["token_versions"][j] for j in masked])
     return out
 
 
@@ -170,87 +172,19 @@ def normalize_samples(samples: Sequence[dict], vocab: int, context: Optional[int
     return [normalize_sample(i, s, vocab, context) for i, s in enumerate(samples)]
 
 
-def validate_samples(samples: Sequence[dict], vocab: int, context: Optional[int] = None) -> None:
-    normalize_samples(samples, vocab, context)
-
-
-def advantages(samples: Sequence[dict], cfg: StepConfig) -> List[float]:
-    """Each sample's given advantage. The estimator (group-relative, success-only, the scale of
-    negatives) is one rule with one owner, floe's core/advantages.ts: the trainer never computes it."""
-    out = []
-    for i, s in enumerate(samples):
-        if s.get("advantage") is None:
-            raise ValueError(f"sample {i} has no advantage: the trainer takes advantages as given "
-                             "(floe computes them in core/advantages.ts); send each sample's 'advantage'")
-        out.append(float(s["advantage"]))
-    return out
-
-
-def torch_optimizer(params, lr: float, betas=(0.9, 0.99), weight_decay: float = 0.0, eps: float = 1e-8,
-                    kind: str = "adamw") -> torch.optim.Optimizer:
-    """AdamW, or plain SGD with momentum ``betas[0]`` (steps scale with the gradient itself)."""
-    if kind == "adamw":
-        return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, eps=eps)
-    if kind == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=betas[0], weight_decay=weight_decay)
-    raise ValueError(f"unknown optimizer {kind!r}; use adamw or sgd")
-
-
-class MasterWeightsOptimizer:
-    """AdamW (or SGD with momentum) over fp32 master copies of a module whose own weights may be bf16.
-
-    The module keeps the engine's dtype, so the trainer's forward uses exactly
-    the weights (and the arithmetic precision) the engines sample with; that
-    is what keeps engine and trainer log-probs matched. Gradients are copied
-    into the fp32 masters, clipped and applied there, and the module's weights
-    are refreshed from the masters after each step. With an fp32 module this
-    is plain AdamW.
-    """
-
-    def __init__(self, params, lr: float, betas=(0.9, 0.99), weight_decay: float = 0.0, eps: float = 1e-8,
-                 kind: str = "adamw"):
-        self.params = [p for p in params if p.requires_grad]
-        self.mixed = any(p.dtype != torch.float32 for p in self.params)
-        self.master = ([p.detach().float().clone() for p in self.params] if self.mixed else self.params)
-        self.opt = torch_optimizer(self.master, lr=lr, betas=betas, weight_decay=weight_decay, eps=eps, kind=kind)
-        self.param_groups = self.opt.param_groups
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
-        if self.mixed:
-            for m in self.master:
-                m.grad = None
-
-    def clip_and_step(self, max_norm: float) -> float:
-        """Clip the global grad norm to ``max_norm`` and step; returns the pre-clip norm
-        (the step is skipped when it is not finite)."""
-        if self.mixed:
-            for p, m in zip(self.params, self.master):
-                m.grad = None if p.grad is None else p.grad.detach().float()
-        with_grad = [m for m in self.master if m.grad is not None]
-        norm = float(torch.nn.utils.clip_grad_norm_(with_grad, max_norm)) if with_grad else 0.0
-        if math.isfinite(norm):
-            self.opt.step()
-            if self.mixed:
-                with torch.no_grad():
-                    for p, m in zip(self.params, self.master):
-                        p.copy_(m)
-        self.zero_grad()
-        return norm
-
-
 class Trainer:
-    def __init__(self, policy: Policy, version: int, publish_dir: str, lr: float = 1e-4,
-                 weight_decay: float = 0.0, betas=(0.9, 0.99), publish_dtype: Optional[torch.dtype] = None,
-                 optimizer: str = "adamw", eps: float = 1e-8, peak_tflops: Optional[float] = None):
+    """The one-process trainer. Its optimizer has no learning rate or weight decay of its own:
+    each step sets both on every param group from its ``StepConfig``."""
+
+    def __init__(self, policy: Policy, version: int, publish_dir: str, betas=(0.9, 0.99),
+                 publish_dtype: Optional[torch.dtype] = None, optimizer: str = "adamw", eps: float = 1e-8,
+                 peak_tflops: Optional[float] = None):
         self.policy = policy
         self.version = version
         self.publish_dir = publish_dir
-        self.lr = lr
         self.publish_dtype = publish_dtype
         self.peak_tflops = peak_tflops  # for MFU on a device step_metrics' table lacks
-        self.opt = self._make_optimizer(lr=lr, betas=betas, weight_decay=weight_decay, eps=eps, kind=optimizer)
+        self.opt = self._make_optimizer(kind=optimizer, betas=betas, eps=eps)
         self.lock = threading.Lock()
         self.steps = 0
         self.last_metrics: dict = {}
@@ -269,42 +203,18 @@ class Trainer:
                                    timings=timings)
 
     def ensure_published(self) -> str:
-        path = self.published_path()
-        if not os.path.exists(path):
-            path = self.publish()
-        return path
+        return publishing.ensure_published(self.published_path(), self.publish)
 
     def logprobs(self, pairs) -> List[List[float]]:
-        from .logprobs import batch_logprobs
         with self.lock:
             return batch_logprobs(self.policy, pairs)
 
     def score(self, samples: Sequence[dict]) -> List[List[float]]:
         """``/logprobs``: {prompt_ids, completion_ids} or {ids, loss_mask} samples."""
-        from .logprobs import score_samples
         with self.lock:
             return score_samples(self.policy, samples)
 
-    def _micro_batches(self, samples: Sequence[dict], budget: int) -> List[List[int]]:
-        """Gradient-accumulation chunks of (normalized) samples, ~``budget`` tokens each. Samples
-        with the same first prompt (ids before the first masked token) stay together, so the
-        tiny model runs that prompt once for all of them."""
-        def prefix(s):
-            return tuple(s["ids"][: s["_p0"]])
-        order = sorted(range(len(samples)), key=lambda i: prefix(samples[i]))
-        batches, cur, n = [], [], 0
-        for i in order:
-            t = len(samples[i]["ids"])
-            if cur and n + t > budget and prefix(samples[i]) != prefix(samples[cur[-1]]):
-                batches.append(cur)
-                cur, n = [], 0
-            cur.append(i)
-            n += t
-        if cur:
-            batches.append(cur)
-        return batches
-
-    def train_step(self, samples: Sequence[dict], config: Optional[dict] = None) -> dict:
+    def train_step(self, samples: Sequence[dict], config: dict) -> dict:
         cfg = StepConfig.from_dict(config)
         rows = normalize_samples(samples, self.policy.vocab_size, self.policy.context)
         with self.lock:
@@ -314,82 +224,49 @@ class Trainer:
         """Split the batch into ``n`` optimizer steps, whole groups kept together, in batch order."""
         groups: Dict[object, List[int]] = {}
         for i, s in enumerate(samples):
-            groups.setdefault(s.get("group_id", i), []).append(i)
+            groups.setdefault(s["group_id"], []).append(i)
         parts: List[List[int]] = [[] for _ in range(max(1, min(n, len(groups))))]
         for k, idxs in enumerate(groups.values()):
             parts[k % len(parts)].extend(idxs)
         return parts
 
+    def _micro_batches(self, samples: Sequence[dict], idxs: Sequence[int], budget: int) -> List[List[int]]:
+        """Gradient-accumulation chunks of ``idxs``, ~``budget`` tokens each. Samples with the same
+        first prompt (ids before the first masked token) stay together, so the tiny model runs
+        that prompt once for all of them."""
+        def prefix(i):
+            return tuple(samples[i]["ids"][: samples[i]["_p0"]])
+        batches, cur, n = [], [], 0
+        for i in sorted(idxs, key=prefix):
+            t = len(samples[i]["ids"])
+            if cur and n + t > budget and prefix(i) != prefix(cur[-1]):
+                batches.append(cur)
+                cur, n = [], 0
+            cur.append(i)
+            n += t
+        if cur:
+            batches.append(cur)
+        return batches
+
+    def _forward(self, samples: Sequence[dict], mb: List[int], entropy: bool) -> Scored:
+        """Trainer log-probs (with gradients) at the masked positions of micro-batch ``mb``."""
+        return self.policy.masked_logprobs([(samples[i]["ids"], samples[i]["loss_mask"]) for i in mb],
+                                           grad=True, entropy=entropy)
+
     def _backward(self, samples: List[dict], idxs: List[int], adv: List[float], cfg: StepConfig,
-                  acc: Optional[dict], measure: bool) -> None:
-        """Accumulate the gradient of the surrogate loss over the masked tokens of ``samples[idxs]``;
-        metrics into ``acc`` (mismatch only when ``measure``: the weights have not moved yet in
+                  sums: Optional[LossSums], measure: bool) -> None:
+        """Accumulate the gradient of the loss of minibatch ``idxs``, micro-batch by micro-batch;
+        metrics into ``sums`` (mismatch only when ``measure``: the weights have not moved yet in
         this train step)."""
-        pol = self.policy
         n_tokens = sum(len(samples[i]["_masked"]) for i in idxs)
-        seq_count = len(idxs)
-        if n_tokens == 0:
-            return
-        for mb in self._micro_batches([samples[i] for i in idxs], cfg.micro_batch_tokens):
-            mb = [idxs[j] for j in mb]
-            res = pol.masked_logprobs([(samples[i]["ids"], samples[i]["loss_mask"]) for i in mb],
-                                      grad=True, entropy=acc is not None)
-            loss = None
-            for i, (lp, ent) in zip(mb, res):
-                part = self._sample_loss(samples[i], lp, ent, adv[i], cfg, n_tokens, seq_count, acc, measure)
-                if part is not None:
-                    loss = part if loss is None else loss + part
-            if loss is not None:
-                loss.backward()
+        for mb in self._micro_batches(samples, idxs, cfg.micro_batch_tokens):
+            res = self._forward(samples, mb, entropy=sums is not None)
+            parts = [sample_loss(samples[i], lp, ent, adv[i], cfg, n_tokens, len(idxs), self.version, sums, measure)
+                     for i, (lp, ent) in zip(mb, res)]
+            # a rank with no sample in this micro-batch still runs it (weight 0): its collectives line up
+            (sum(parts) if parts else sum(lp.sum() for lp, _ in res) * 0.0).backward()
 
-    def _sample_loss(self, s: dict, lp: torch.Tensor, ent: Optional[torch.Tensor], a: float, cfg: StepConfig,
-                     n_tokens: int, seq_count: int, acc: Optional[dict], measure: bool) -> Optional[torch.Tensor]:
-        """One sample's share of the surrogate loss (None when it has no scored token): its token
-        losses over the masked tokens of the whole (mini)batch (``n_tokens`` masked tokens,
-        ``seq_count`` samples), so the shares of any split of the batch sum to the same loss.
-        Metrics into ``acc`` (mismatch only when ``measure``)."""
-        if lp.numel() == 0:
-            return None
-        b = s["_blp"]
-        blp = lp.detach() if b is None else torch.tensor(b, dtype=lp.dtype, device=lp.device)
-        log_ratio = lp - blp
-        ratio = log_ratio.exp()
-        if cfg.ratio_mode == "clip":
-            surr1 = ratio * a
-            surr2 = ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high) * a
-            tok_loss = -torch.minimum(surr1, surr2)
-            clipped = (surr2 < surr1).float()
-        else:
-            w = ratio.detach().clamp(max=cfg.truncate_cap)
-            tok_loss = -w * a * lp
-            clipped = (ratio.detach() > cfg.truncate_cap).float()
-        if cfg.loss_agg == "token-mean":
-            part = tok_loss.sum() / n_tokens
-        else:  # seq-mean-token-mean
-            part = tok_loss.mean() / seq_count
-        if acc is not None:
-            with torch.no_grad():
-                acc["loss"] += float(part.detach())
-                acc["ent"] += float(ent.sum())
-                acc["clipped"] += float(clipped.sum())
-                acc["ratio_max"] = max(acc["ratio_max"], float(ratio.detach().max()))
-                if measure:
-                    d = log_ratio.detach()
-                    acc["abs"] += float(d.abs().sum())
-                    # k3 estimator of KL(behaviour || trainer) from behaviour samples: r - 1 - log r
-                    acc["k3"] += float((d.exp() - 1 - d).sum())
-                    acc["measured"] += lp.numel()
-                    # numerics alone: tokens generated by the version the trainer holds;
-                    # older tokens add the off-policy gap, reported apart
-                    ver = s["_ver"]
-                    if ver is not None and b is not None and len(ver) == lp.numel():
-                        cur = torch.tensor([v == self.version for v in ver], device=lp.device)
-                        for key, sel in (("cur", cur), ("old", ~cur)):
-                            acc[f"abs_{key}"] += float(d[sel].abs().sum())
-                            acc[f"n_{key}"] += int(sel.sum())
-        return part
-
-    def _reduce_metrics(self, acc: dict) -> None:
+    def _reduce_metrics(self, sums: LossSums) -> None:
         """Combine the metric sums of all ranks (one process: nothing to do)."""
 
     def _perf_metrics(self, forward_tokens: int, seconds: float) -> dict:
@@ -404,26 +281,22 @@ class Trainer:
         pol = self.policy
         step_metrics.reset_peak_memory(pol.device)
         pol.module.eval()  # no dropout: the trainer must score exactly what the engine sampled
-        adv = advantages(samples, cfg)
+        adv = [float(s["advantage"]) for s in samples]
         n_tokens = sum(len(s["_masked"]) for s in samples)
-        if n_tokens == 0:
-            raise ValueError("the batch has no masked (trained) tokens")
-        stale = [self.version - v for s in samples for v in (s["_ver"] or []) if v >= 0]
-        lr = cfg.lr if cfg.lr is not None else self.lr
+        stale = [self.version - v for s in samples for v in s["_ver"] if v >= 0]
         for g in self.opt.param_groups:
-            g["lr"] = lr
-        acc = {"loss": 0.0, "abs": 0.0, "k3": 0.0, "ent": 0.0, "clipped": 0.0, "ratio_max": 0.0, "measured": 0,
-               "abs_cur": 0.0, "n_cur": 0, "abs_old": 0.0, "n_old": 0}
+            g["lr"] = cfg.lr
+            g["weight_decay"] = cfg.weight_decay
+        sums = LossSums()
         parts = self._minibatches(samples, cfg.minibatches)
         norms: List[float] = []
         for epoch in range(cfg.epochs):
             for k, idxs in enumerate(parts):
                 self.opt.zero_grad()
-                self._backward(samples, idxs, adv, cfg, acc if epoch == 0 else None, measure=(epoch == 0 and k == 0))
+                self._backward(samples, idxs, adv, cfg, sums if epoch == 0 else None, measure=(epoch == 0 and k == 0))
                 norms.append(self.opt.clip_and_step(cfg.grad_clip))
-        self._reduce_metrics(acc)
-        acc["loss"] /= len(parts)
-        grad_norm = norms[0]
+        self._reduce_metrics(sums)
+        sums.loss /= len(parts)
         if pol.device.type == "cuda":
             torch.cuda.synchronize()
         train_ms = (time.perf_counter() - t0) * 1e3
@@ -436,20 +309,20 @@ class Trainer:
         pub_timings: dict = {}
         path = self.publish(pub_timings)
         publish_ms = (time.perf_counter() - t1) * 1e3
-        rewards = [float(s.get("reward", 0.0)) for s in samples]
+        rewards = [float(s["reward"]) for s in samples]
         metrics = {
-            "loss": acc["loss"], "grad_norm": grad_norm, "entropy": acc["ent"] / n_tokens,
-            "clip_fraction": acc["clipped"] / n_tokens,
-            "mismatch_mean_abs_logprob": acc["abs"] / max(1, acc["measured"]),
-            "mismatch_kl": acc["k3"] / max(1, acc["measured"]), "optimizer_steps": len(norms),
+            "loss": sums.loss, "grad_norm": norms[0], "entropy": sums.ent / n_tokens,
+            "clip_fraction": sums.clipped / n_tokens,
+            "mismatch_mean_abs_logprob": sums.abs / max(1, sums.measured),
+            "mismatch_kl": sums.k3 / max(1, sums.measured), "optimizer_steps": len(norms),
             # engine-vs-trainer numerics on tokens of the trainer's own version (-1: none measured),
             # and the off-policy gap of older tokens, apart
-            "mismatch_current_mean_abs_logprob": acc["abs_cur"] / acc["n_cur"] if acc["n_cur"] else -1.0,
-            "mismatch_current_tokens": acc["n_cur"],
-            "offpolicy_mean_abs_logprob": acc["abs_old"] / acc["n_old"] if acc["n_old"] else -1.0,
-            "offpolicy_tokens": acc["n_old"],
+            "mismatch_current_mean_abs_logprob": sums.abs_cur / sums.n_cur if sums.n_cur else -1.0,
+            "mismatch_current_tokens": sums.n_cur,
+            "offpolicy_mean_abs_logprob": sums.abs_old / sums.n_old if sums.n_old else -1.0,
+            "offpolicy_tokens": sums.n_old,
             "grad_norm_max": max(norms),
-            "ratio_max": acc["ratio_max"], "reward_mean": sum(rewards) / len(rewards),
+            "ratio_max": sums.ratio_max, "reward_mean": sum(rewards) / len(rewards),
             "advantage_mean": sum(adv) / len(adv), "advantage_abs_mean": sum(abs(a) for a in adv) / len(adv),
             "tokens": n_tokens, "masked_tokens": n_tokens,
             "sequence_tokens": sum(len(s["ids"]) for s in samples),
@@ -458,13 +331,14 @@ class Trainer:
             "staleness_mean": (sum(stale) / len(stale)) if stale else None,
             "staleness_max": max(stale) if stale else None,
             "version_before": version_before,
-            "samples": len(samples), "lr": lr, "skipped_step": not all(math.isfinite(x) for x in norms),
+            "samples": len(samples), "lr": cfg.lr, "skipped_step": not all(math.isfinite(x) for x in norms),
             "train_ms": round(train_ms, 2), "publish_ms": round(publish_ms, 2), "publish_breakdown": pub_timings,
             **perf,
         }
         self.last_metrics = metrics
         self._log({"version": self.version, "path": path, **metrics})
-        return {"version": self.version, "path": path, "metrics": metrics}
+        # the settings the step ran with, as applied: a caller can check them against its run config
+        return {"version": self.version, "path": path, "config": asdict(cfg), "metrics": metrics}
 
     def _log(self, row: dict) -> None:
         try:

@@ -1,11 +1,13 @@
 """floe's reference trainer: one RL step per POST, weights published for engines.
 
     python -m floe_engine.trainer_server --port 8200 --model tiny \
-        --checkpoint DIR/v0 --publish-dir DIR --lr 1e-4 [--tokenizer byte|FOLDER]
+        --checkpoint DIR/v0 --publish-dir DIR [--tokenizer byte|FOLDER]
 
-POST /train_step {batch_path | samples, config} -> {version, path, metrics}
-  (a sample is one rollout {ids, loss_mask, behaviour_logprobs, token_versions, group_id,
-  reward, advantage?}, or an old {prompt_ids, completion_ids, behaviour_logprobs} row)
+POST /train_step {batch_path | samples, config} -> {version, path, config, metrics}
+  (a sample is one rollout {rollout_id, group_id, reward, advantage, ids, loss_mask,
+  behaviour_logprobs, token_versions}; config holds every step setting, all required: lr,
+  weight_decay, clip_low, clip_high, ratio_mode, truncate_cap, loss_agg, epochs, minibatches,
+  grad_clip, micro_batch_tokens; see contract.py. The response's config is the one applied.)
 POST /logprobs {samples: [{prompt_ids, completion_ids} | {ids, loss_mask}]} -> {logprobs}
 GET /health, GET /metrics. ``--port 0`` picks a free port; the first stdout
 line is a JSON object {"event": "ready", "port": ...}.
@@ -14,7 +16,7 @@ Sharded over several processes (FSDP2; see ``fsdp_trainer``), one endpoint whate
 size: rank 0 serves these routes and hands every request to the other ranks::
 
     python -m torch.distributed.run --standalone --nproc-per-node 2 -m floe_engine.trainer_server \
-        --port 8200 --model tiny --checkpoint DIR/v0 --publish-dir DIR --lr 1e-4
+        --port 8200 --model tiny --checkpoint DIR/v0 --publish-dir DIR
 
 ``--fsdp`` runs that code path in one process (no torchrun needed). The sharded trainer also
 keeps its own state (fp32 master weights + optimizer moments + version, ``trainer_state``) in
@@ -33,8 +35,11 @@ import time
 from . import __version__  # noqa: F401  (sets thread env before torch loads)
 import torch
 
+from . import trainer_state
+from .distributed import init_distributed, launched_by_torchrun
+from .fsdp_trainer import FSDPTrainer
 from .httpserve import make_server, prometheus
-from .policy import build_policy
+from .policies import build_policy, parse_dtype
 from .trainer import Trainer, load_samples
 
 
@@ -111,8 +116,6 @@ def main(argv=None) -> None:
     ap.add_argument("--publish-dir", required=True, help="new weights go to <dir>/v<version>/model.safetensors")
     ap.add_argument("--tokenizer", default="byte",
                     help="byte (the tiny model's) | a Hugging Face tokenizer folder (tokenizer.json + tokenizer_config.json)")
-    ap.add_argument("--lr", type=float, default=1e-4)
-    ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--optimizer", default="adamw", choices=["adamw", "sgd"],
                     help="adamw (betas 0.9/0.99) or sgd with momentum 0.9")
     ap.add_argument("--seed", type=int, default=0)
@@ -138,7 +141,6 @@ def main(argv=None) -> None:
     ap.add_argument("--dist-timeout-s", type=float, default=7 * 86400,
                     help="sharded trainer: process-group timeout (ranks > 0 wait that long for a request)")
     a = ap.parse_args(argv)
-    from .fsdp_trainer import launched_by_torchrun
     if a.fsdp or launched_by_torchrun():
         return main_sharded(a)
     if a.state_every or a.no_resume or a.activation_checkpointing or a.pack:
@@ -149,10 +151,9 @@ def main(argv=None) -> None:
     policy, version = build_policy(a.model, a.checkpoint, seed=a.seed, device=a.device, dtype=a.dtype,
                                    recurrent_state_dtype=a.recurrent_state_dtype, for_training=True,
                                    tokenizer=a.tokenizer)
-    from .policy import parse_dtype
     pub = policy.dtype if a.publish_dtype == "auto" else parse_dtype(a.publish_dtype, policy.device)
-    trainer = Trainer(policy, version, a.publish_dir, lr=a.lr, weight_decay=a.weight_decay, publish_dtype=pub,
-                      optimizer=a.optimizer, peak_tflops=a.peak_tflops)
+    trainer = Trainer(policy, version, a.publish_dir, publish_dtype=pub, optimizer=a.optimizer,
+                      peak_tflops=a.peak_tflops)
     t0 = time.perf_counter()
     path = trainer.ensure_published()  # engines can always load the version the trainer starts from
     name = a.model if a.model.startswith("hf:") else "floe-tiny"
@@ -175,10 +176,6 @@ def main_sharded(a) -> None:
 
     import torch.distributed as dist
 
-    from . import trainer_state
-    from .fsdp_trainer import FSDPTrainer, init_distributed
-    from .policy import parse_dtype
-
     torch.set_num_threads(a.threads)
     ctx = init_distributed(a.device, a.dist_timeout_s)
     torch.manual_seed(a.seed)
@@ -188,8 +185,7 @@ def main_sharded(a) -> None:
     pub = policy.dtype if a.publish_dtype == "auto" else parse_dtype(a.publish_dtype, policy.device)
     trainer = FSDPTrainer(policy, version, a.publish_dir, ctx, state_every=1 if a.state_every is None else a.state_every,
                           state_keep=a.state_keep, activation_checkpointing=a.activation_checkpointing,
-                          pack=a.pack, lr=a.lr, weight_decay=a.weight_decay, publish_dtype=pub,
-                          optimizer=a.optimizer, peak_tflops=a.peak_tflops)
+                          pack=a.pack, publish_dtype=pub, optimizer=a.optimizer, peak_tflops=a.peak_tflops)
     box = [None if a.no_resume else trainer_state.latest(a.publish_dir)]  # rank 0 decides for all
     dist.broadcast_object_list(box, src=0, group=ctx.cmd_group)
     t_resume = time.perf_counter()

@@ -18,6 +18,17 @@ ENGINE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ENGINE_DIR)
 
 
+def step_config(**over) -> dict:
+    """A full /train_step config with test values (the trainer has no defaults: floe sends every
+    field from its run config); ``over`` replaces some."""
+    cfg = {"lr": 1e-3, "weight_decay": 0.0, "clip_low": 0.2, "clip_high": 0.28, "ratio_mode": "clip",
+           "truncate_cap": 2.0, "loss_agg": "token-mean", "epochs": 1, "minibatches": 1, "grad_clip": 1.0,
+           "micro_batch_tokens": 16384}
+    unknown = set(over) - set(cfg)
+    assert not unknown, f"not step config fields: {sorted(unknown)}"
+    return {**cfg, **over}
+
+
 def post_json(url: str, path: str, body: Optional[dict] = None, expect: int = 200):
     """POST ``body`` as JSON to ``url + path``; the reply's JSON, asserting its HTTP status."""
     req = urllib.request.Request(url + path, data=json.dumps(body or {}).encode(),
@@ -79,7 +90,7 @@ def ckpt_dir(tmp_path_factory):
     import torch
     from floe_engine import checkpoint as ckpt
     from floe_engine.model import TinyConfig
-    from floe_engine.policy import TinyPolicy
+    from floe_engine.tiny_policy import TinyPolicy
     from floe_engine import tokenizer
 
     d = tmp_path_factory.mktemp("ckpt")

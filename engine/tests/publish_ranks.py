@@ -23,13 +23,14 @@ def done() -> None:
 
 
 def publish(out_dir: str, mode: str, spec: str) -> None:
-    from floe_engine.fsdp_trainer import FSDPTrainer, init_distributed
-    from floe_engine.policy import build_policy
+    from floe_engine.distributed import init_distributed
+    from floe_engine.fsdp_trainer import FSDPTrainer
+    from floe_engine.policies import build_policy
 
     ctx = init_distributed("cpu")
     pol, _ = build_policy(spec, None, seed=0, device="cpu", dtype="fp32", for_training=True)
     # bf16 publish from fp32 masters, as on a GPU trainer
-    tr = FSDPTrainer(pol, 3, out_dir, ctx, state_every=0, lr=1e-3, publish_dtype=torch.bfloat16)
+    tr = FSDPTrainer(pol, 3, out_dir, ctx, state_every=0, publish_dtype=torch.bfloat16)
     tm: dict = {}
     path = tr.publish(tm) if mode == "sharded" else tr.publish_gathered(tm)
     if ctx.is_main:
@@ -41,7 +42,7 @@ def publish(out_dir: str, mode: str, spec: str) -> None:
 def broadcast(out_dir: str, role: str) -> None:
     from floe_engine import weight_broadcast as wb
     from floe_engine.model import TinyConfig
-    from floe_engine.policy import TinyPolicy
+    from floe_engine.tiny_policy import TinyPolicy
 
     dist.init_process_group("gloo")
     cfg = TinyConfig(d_model=32 if role != "recv-wrong" else 48, n_layers=2, n_heads=2, context=64)

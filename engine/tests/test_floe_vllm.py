@@ -17,7 +17,7 @@ import torch  # noqa: E402
 import floe_vllm  # noqa: E402
 from floe_vllm import FloeWorkerExtension  # noqa: E402
 from floe_engine import checkpoint as ckpt  # noqa: E402
-from floe_engine.policy import build_policy  # noqa: E402
+from floe_engine.policies import build_policy  # noqa: E402
 from test_hf_folder import SPEC, flip_byte, publish_sharded, write_v1  # noqa: E402
 
 ENGINE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

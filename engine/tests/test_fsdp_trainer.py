@@ -15,19 +15,21 @@ import time
 import pytest
 import torch
 
-from conftest import ENGINE_DIR, post_json
+from conftest import ENGINE_DIR, post_json, step_config
 
 PROMPT_A = list(b"Issue: parser crashes on empty input.\n")
 PROMPT_B = list(b"Fix the failing test in utils.py, then reply DONE.\n")
 
 
-def _row(prompt, completion, adv, group, blp_shift=None):
+def _row(prompt, completion, adv, group, blp_shift=0.0):
+    """Behaviour log-probs around -5.5 (about the random model's), ``blp_shift`` apart: ratios != 1,
+    some clipped."""
     ids = prompt + completion
     mask = [0] * len(prompt) + [1] * len(completion)
-    s = {"ids": ids, "loss_mask": mask, "advantage": adv, "group_id": group, "reward": float(adv > 0)}
-    if blp_shift is not None:  # behaviour log-probs that differ from the trainer's: ratios != 1, some clipped
-        s["behaviour_logprobs"] = [0.0] * len(prompt) + [-5.5 + blp_shift * ((j % 5) - 2) for j in range(len(completion))]
-    return s
+    return {"rollout_id": f"{group}-{len(completion)}", "ids": ids, "loss_mask": mask, "advantage": adv,
+            "group_id": group, "reward": float(adv > 0),
+            "behaviour_logprobs": [0.0] * len(prompt) + [-5.5 + blp_shift * ((j % 5) - 2) for j in range(len(completion))],
+            "token_versions": [-1] * len(prompt) + [0] * len(completion)}
 
 
 def batches():
@@ -47,7 +49,8 @@ def batches():
 
 
 SGD_LR = 0.05
-CFG2 = {"minibatches": 2, "epochs": 2, "micro_batch_tokens": 100}  # several optimizer steps and micro-batches
+CFG1 = step_config(lr=SGD_LR)
+CFG2 = step_config(lr=SGD_LR, minibatches=2, epochs=2, micro_batch_tokens=100)  # several optimizer steps and micro-batches
 
 
 class Trainer:
@@ -169,13 +172,13 @@ STEP_KEYS = ("loss", "grad_norm", "grad_norm_max", "entropy", "clip_fraction", "
              "ratio_max")
 
 
-def reference_steps(ckpt_v0, publish_dir, steps, optimizer="sgd", lr=SGD_LR):
+def reference_steps(ckpt_v0, publish_dir, steps, optimizer="sgd"):
     """The one-process trainer (trainer.Trainer, no torch.distributed), in this process."""
-    from floe_engine.policy import build_policy
+    from floe_engine.policies import build_policy
     from floe_engine.trainer import Trainer as PlainTrainer
     torch.manual_seed(0)
     pol, version = build_policy("tiny", str(ckpt_v0), seed=0, device="cpu")
-    tr = PlainTrainer(pol, version, str(publish_dir), lr=lr, optimizer=optimizer)
+    tr = PlainTrainer(pol, version, str(publish_dir), optimizer=optimizer)
     return [tr.train_step(b, c) for b, c in steps]
 
 
@@ -197,14 +200,14 @@ def test_world_size_2_step_equals_world_size_1(launch, ckpt_dir, tmp_path):
     one-process trainer's shared-prompt forward); the resume test checks AdamW, at one order."""
     v0 = ckpt_dir / "pub" / "v0"
     b1, b2, _ = batches()
-    steps = [(b1, None), (b2, CFG2)]
+    steps = [(b1, CFG1), (b2, CFG2)]
     ref = reference_steps(v0, tmp_path / "ref", steps)
     runs = {}
     setups = {"ws2": (2, []), "ws2pack": (2, ["--pack"])}  # --pack: unpadded token-budget bins
     for name, (world, extra) in setups.items():
         pub = tmp_path / name
-        t = launch(world, "--checkpoint", v0, "--publish-dir", pub, "--lr", SGD_LR, "--optimizer", "sgd",
-                   "--state-every", "0", *extra)
+        t = launch(world, "--checkpoint", v0, "--publish-dir", pub, "--optimizer", "sgd", "--state-every", "0",
+                   *extra)
         assert t.ready["world_size"] == world and t.ready["version"] == 0
         # /logprobs goes through the sharded forward too, and must not disturb the step after it
         lp = t.post("/logprobs", {"samples": [{"ids": b1[0]["ids"], "loss_mask": b1[0]["loss_mask"]}]})["logprobs"][0]
@@ -222,7 +225,7 @@ def test_world_size_2_step_equals_world_size_1(launch, ckpt_dir, tmp_path):
             assert got["optimizer_steps"] == want["optimizer_steps"]
             for key in STEP_KEYS:
                 assert close(got[key], want[key]), (name, k, key, got[key], want[key])
-        assert want["clip_fraction"] > 0 and want["optimizer_steps"] == (1 if c is None else 4)
+        assert want["clip_fraction"] > 0 and want["optimizer_steps"] == (1 if c is CFG1 else 4)
         ref_w, start = weights(tmp_path / "ref" / f"v{k + 1}"), weights(v0 if k == 0 else tmp_path / "ref" / f"v{k}")
         for name in setups:
             got = weights(tmp_path / name / f"v{k + 1}")
@@ -230,7 +233,7 @@ def test_world_size_2_step_equals_world_size_1(launch, ckpt_dir, tmp_path):
             assert max_rel_diff(got, ref_w) < 1e-5, (name, k)
             assert update_diff(got, ref_w, start) < 1e-3, (name, k)
     # negative control: another batch does not give these weights
-    other = reference_steps(v0, tmp_path / "other", [(b2, None)])
+    other = reference_steps(v0, tmp_path / "other", [(b2, CFG1)])
     assert update_diff(weights(tmp_path / "other" / "v1"), weights(tmp_path / "ws2" / "v1"), weights(v0)) > 0.1
     assert other[0]["metrics"]["loss"] != pytest.approx(ref[0]["metrics"]["loss"], rel=1e-3)
     assert max_abs_diff(weights(tmp_path / "other" / "v1"), weights(tmp_path / "ws2" / "v1")) > 1e-3
@@ -240,31 +243,33 @@ def test_world_size_2_step_equals_world_size_1(launch, ckpt_dir, tmp_path):
 def test_kill_and_resume_gives_the_uninterrupted_step(launch, ckpt_dir, tmp_path, world):
     v0 = ckpt_dir / "pub" / "v0"
     b = batches()
-    common = ["--lr", "3e-3"]
+    # AdamW; the second step has several optimizer steps and micro-batches, the third another weight decay
+    cfgs = [step_config(lr=3e-3), step_config(lr=3e-3, minibatches=2, epochs=2, micro_batch_tokens=100),
+            step_config(lr=2e-3, weight_decay=0.1)]
     # uninterrupted: steps 1, 2, 3
-    a = launch(world, "--checkpoint", v0, "--publish-dir", tmp_path / "a", *common)
-    run_a = [a.post("/train_step", {"samples": b[k], "config": CFG2 if k == 1 else None}) for k in range(3)]
+    a = launch(world, "--checkpoint", v0, "--publish-dir", tmp_path / "a")
+    run_a = [a.post("/train_step", {"samples": b[k], "config": cfgs[k]}) for k in range(3)]
     a.kill(signal.SIGTERM)
     assert run_a[2]["version"] == 3 and run_a[2]["metrics"]["state_save_ms"] > 0
     # its first step is the one-process trainer's (loss and gradient norm do not depend on the optimizer)
-    ref = reference_steps(v0, tmp_path / "ref", [(b[0], None)], optimizer="adamw", lr=3e-3)[0]["metrics"]
+    ref = reference_steps(v0, tmp_path / "ref", [(b[0], cfgs[0])], optimizer="adamw")[0]["metrics"]
     for key in STEP_KEYS:
         assert close(run_a[0]["metrics"][key], ref[key]), (key, run_a[0]["metrics"][key], ref[key])
 
     # steps 1, 2, then SIGKILL (every process of the job) and a restart on the same publish dir,
     # from the newest published version as floe's supervisor does
     pub = tmp_path / "b"
-    t = launch(world, "--checkpoint", v0, "--publish-dir", pub, *common)
+    t = launch(world, "--checkpoint", v0, "--publish-dir", pub)
     for k in range(2):
-        t.post("/train_step", {"samples": b[k], "config": CFG2 if k == 1 else None})
+        t.post("/train_step", {"samples": b[k], "config": cfgs[k]})
     # world 2: SIGKILL to the torchrun agent alone; its ranks must die with it (kill checks)
     t.kill(signal.SIGKILL, ranks_too=(world == 1))
     half = pub / "trainer_state" / "v9.tmp"  # a save cut short: newer, but must be ignored
     half.mkdir()
     (half / "junk").write_text("x")
-    t = launch(world, "--checkpoint", pub / "v2", "--publish-dir", pub, *common)
+    t = launch(world, "--checkpoint", pub / "v2", "--publish-dir", pub)
     assert t.ready["version"] == 2 and t.ready["resumed_from"].endswith(os.path.join("trainer_state", "v2"))
-    r3 = t.post("/train_step", {"samples": b[2]})
+    r3 = t.post("/train_step", {"samples": b[2], "config": cfgs[2]})
     assert r3["version"] == 3
     for key in STEP_KEYS:
         assert close(r3["metrics"][key], run_a[2]["metrics"][key]), (key, r3["metrics"][key], run_a[2]["metrics"][key])
@@ -277,9 +282,9 @@ def test_kill_and_resume_gives_the_uninterrupted_step(launch, ckpt_dir, tmp_path
     # is enough to show the comparison can fail)
     if world != 1:
         return
-    c = launch(world, "--checkpoint", pub / "v2", "--publish-dir", tmp_path / "c", "--no-resume", *common)
+    c = launch(world, "--checkpoint", pub / "v2", "--publish-dir", tmp_path / "c", "--no-resume")
     assert c.ready["version"] == 2 and c.ready["resumed_from"] is None
-    r3c = c.post("/train_step", {"samples": b[2]})
+    r3c = c.post("/train_step", {"samples": b[2], "config": cfgs[2]})
     assert close(r3c["metrics"]["loss"], run_a[2]["metrics"]["loss"])
     assert max_abs_diff(weights(tmp_path / "c" / "v3"), w_a) > 100 * max(max_abs_diff(weights(pub / "v3"), w_a), 1e-7)
     assert max_abs_diff(weights(tmp_path / "c" / "v3"), w_a) > 1e-4
@@ -288,9 +293,10 @@ def test_kill_and_resume_gives_the_uninterrupted_step(launch, ckpt_dir, tmp_path
 def test_activation_checkpointing_recomputes_blocks_and_keeps_gradients():
     """checkpoint_activations: same loss and gradients, and each block's forward runs again in
     the backward pass (its activations were not kept)."""
-    from floe_engine.fsdp_trainer import checkpoint_activations, full_sequence_logprobs
     from floe_engine.model import TinyConfig
-    from floe_engine.policy import TinyPolicy
+    from floe_engine.scoring import full_sequence_logprobs
+    from floe_engine.sharding import checkpoint_activations
+    from floe_engine.tiny_policy import TinyPolicy
 
     rows = [(s["ids"], s["loss_mask"]) for s in batches()[0]]
     cfg = TinyConfig(d_model=32, n_layers=2, n_heads=2, context=256)
@@ -322,19 +328,19 @@ def test_hf_model_sharded_with_activation_checkpointing(launch, tmp_path):
     """A Qwen3-shaped HF model (tied embeddings) over two ranks with activation checkpointing:
     the one-process step, and the same published HF folder."""
     from floe_engine import checkpoint as ckpt
-    from floe_engine.policy import build_policy
+    from floe_engine.policies import build_policy
     from floe_engine.trainer import Trainer as PlainTrainer
 
     spec = "hf:" + os.path.join(os.path.dirname(ENGINE_DIR), "configs", "models", "qwen3-cpu.json")
     b1 = batches()[0]
     torch.manual_seed(0)
     pol, _ = build_policy(spec, None, seed=0, device="cpu", for_training=True)
-    ref = PlainTrainer(pol, 0, str(tmp_path / "ref"), lr=SGD_LR, optimizer="sgd")
+    ref = PlainTrainer(pol, 0, str(tmp_path / "ref"), optimizer="sgd")
     ref.ensure_published()
-    want = ref.train_step(b1)["metrics"]
-    t = launch(2, "--model", spec, "--publish-dir", tmp_path / "ws2", "--lr", SGD_LR, "--optimizer", "sgd",
+    want = ref.train_step(b1, CFG1)["metrics"]
+    t = launch(2, "--model", spec, "--publish-dir", tmp_path / "ws2", "--optimizer", "sgd",
                "--activation-checkpointing", "--state-every", "0")
-    got = t.post("/train_step", {"samples": b1})["metrics"]
+    got = t.post("/train_step", {"samples": b1, "config": CFG1})["metrics"]
     for key in STEP_KEYS:
         assert close(got[key], want[key]), (key, got[key], want[key])
     assert max_rel_diff(weights(tmp_path / "ws2" / "v0"), weights(tmp_path / "ref" / "v0")) == 0  # same init
@@ -354,9 +360,10 @@ def test_packed_micro_batch_gives_the_unpacked_loss_and_gradients(model):
     """Samples packed into one unpadded sequence (positions restart, block-diagonal mask): the
     same log-probs, loss and gradients as the padded batch; concatenating them without the mask
     and positions does not give those log-probs (what the test would miss if packing leaked)."""
-    from floe_engine.fsdp_trainer import full_sequence_logprobs
     from floe_engine.model import TinyConfig
-    from floe_engine.policy import TinyPolicy, build_policy
+    from floe_engine.scoring import full_sequence_logprobs
+    from floe_engine.policies import build_policy
+    from floe_engine.tiny_policy import TinyPolicy
 
     rows = [(s["ids"], s["loss_mask"]) for s in batches()[0]]
 

@@ -13,8 +13,8 @@ except ImportError:  # pragma: no cover
 
 import torch  # noqa: E402
 
-from conftest import wait_for  # noqa: E402
-from floe_engine.policy import build_policy  # noqa: E402
+from conftest import step_config, wait_for  # noqa: E402
+from floe_engine.policies import build_policy  # noqa: E402
 
 SPEC = ("hf:qwen3_5_text:hidden_size=64,intermediate_size=128,num_hidden_layers=4,num_attention_heads=4,"
         "num_key_value_heads=2,head_dim=16,linear_num_key_heads=2,linear_num_value_heads=4,linear_key_head_dim=16,"
@@ -58,7 +58,7 @@ def test_hf_recurrent_state_dtype_is_honoured():
 
 def test_hf_servers_train_update_and_span(start_server, tmp_path):
     tr = start_server("floe_engine.trainer_server", "--model", SPEC, "--publish-dir", tmp_path / "pub",
-                      "--device", DEVICE, "--dtype", "fp32", "--lr", "3e-3")
+                      "--device", DEVICE, "--dtype", "fp32")
     v0 = tr.ready["path"].rsplit("/", 1)[0]
     eng = start_server("floe_engine.inference_server", "--model", SPEC, "--checkpoint", v0, "--device", DEVICE,
                        "--dtype", "fp32", "--max-batch", 4)
@@ -68,9 +68,11 @@ def test_hf_servers_train_update_and_span(start_server, tmp_path):
     pairs = [{"prompt_ids": PROMPT, "completion_ids": c["token_ids"]} for c in cs]
     t = tr.post("/logprobs", {"samples": pairs})["logprobs"]
     assert max(abs(a - b) for c, lp in zip(cs, t) for a, b in zip(c["logprobs"]["token_logprobs"], lp)) < 1e-4
-    samples = [dict(p, group_id="g", reward=float(i == 0), advantage=1.0 if i == 0 else -1.0, behaviour_logprobs=c["logprobs"]["token_logprobs"])
-               for i, (p, c) in enumerate(zip(pairs, cs))]
-    step = tr.post("/train_step", {"samples": samples})
+    samples = [{"rollout_id": f"r{i}", "group_id": "g", "reward": float(i == 0), "advantage": 1.0 if i == 0 else -1.0,
+                "ids": PROMPT + c["token_ids"], "loss_mask": [0] * len(PROMPT) + [1] * len(c["token_ids"]),
+                "behaviour_logprobs": [0.0] * len(PROMPT) + c["logprobs"]["token_logprobs"],
+                "token_versions": [-1] * len(PROMPT) + c["weight_versions"]} for i, c in enumerate(cs)]
+    step = tr.post("/train_step", {"samples": samples, "config": step_config(lr=3e-3)})
     assert step["version"] == 1 and step["metrics"]["mismatch_mean_abs_logprob"] < 1e-4
     after = tr.post("/logprobs", {"samples": pairs})["logprobs"]
     assert sum(after[0]) > sum(t[0]) and sum(after[1]) < sum(t[1])

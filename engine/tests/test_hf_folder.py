@@ -19,7 +19,8 @@ from safetensors.torch import save_file  # noqa: E402
 
 from floe_engine import checkpoint as ckpt  # noqa: E402
 from floe_engine.model import TinyConfig  # noqa: E402
-from floe_engine.policy import TinyPolicy, build_policy  # noqa: E402
+from floe_engine.policies import build_policy  # noqa: E402
+from floe_engine.tiny_policy import TinyPolicy  # noqa: E402
 
 ENGINE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QWEN3_CPU = os.path.join(os.path.dirname(ENGINE_DIR), "configs", "models", "qwen3-cpu.json")  # tied embeddings

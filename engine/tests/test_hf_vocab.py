@@ -13,7 +13,7 @@ import torch  # noqa: E402
 
 from floe_engine import checkpoint as ckpt  # noqa: E402
 from floe_engine import sft  # noqa: E402
-from floe_engine.policy import build_policy  # noqa: E402
+from floe_engine.policies import build_policy  # noqa: E402
 from floe_engine.tokenizer import load_tokenizer  # noqa: E402
 
 SPEC = ("hf:qwen3:hidden_size=64,num_hidden_layers=2,num_attention_heads=2,num_key_value_heads=1,head_dim=32,"

@@ -8,9 +8,11 @@ import math
 import pytest
 import torch
 
+from conftest import step_config
 from floe_engine import sft
 from floe_engine.model import TinyConfig
-from floe_engine.policy import TinyPolicy, build_policy
+from floe_engine.policies import build_policy
+from floe_engine.tiny_policy import TinyPolicy
 from floe_engine.trainer import Trainer, normalize_samples
 
 HF_SPEC = ("hf:qwen3:hidden_size=64,num_hidden_layers=2,num_attention_heads=2,num_key_value_heads=1,head_dim=32,"
@@ -20,25 +22,27 @@ TIMING = ("train_ms", "publish_ms", "publish_breakdown", "tokens_per_s", "peak_m
           "peak_memory_bytes_per_rank", "mfu")
 
 
-def tiny_trainer(tmp_path, name="t", lr=1e-2, seed=0):
+LR = 1e-2
+
+
+def tiny_trainer(tmp_path, name="t", seed=0):
     pol = TinyPolicy(TinyConfig(d_model=32, n_layers=1, n_heads=2, context=128, init_std=0.1), torch.device("cpu"),
                      seed=seed)
-    return Trainer(pol, 0, str(tmp_path / name), lr=lr)
+    return Trainer(pol, 0, str(tmp_path / name))
 
 
 def weights(tr):
     return torch.cat([p.detach().flatten().clone() for p in tr.policy.module.parameters()])
 
 
-def rollout(prompt, gen1, tool, gen2, blp=None, versions=None, **kw):
+def rollout(prompt, gen1, tool, gen2, **kw):
+    """A full sample; behaviour log-probs -5.5 (about the random model's) and version 0 on the
+    generated tokens unless ``kw`` says otherwise."""
     ids = prompt + gen1 + tool + gen2
     mask = [0] * len(prompt) + [1] * len(gen1) + [0] * len(tool) + [1] * len(gen2)
-    row = {"ids": ids, "loss_mask": mask, **kw}
-    if blp is not None:
-        row["behaviour_logprobs"] = blp
-    if versions is not None:
-        row["token_versions"] = versions
-    return row
+    row = {"rollout_id": "r", "group_id": "g", "reward": 0.0, "advantage": 0.0, "ids": ids, "loss_mask": mask,
+           "behaviour_logprobs": [-5.5 if m else 0.0 for m in mask], "token_versions": [0 if m else -1 for m in mask]}
+    return {**row, **kw}
 
 
 P = list(b"Issue: fix parser.py\n")
@@ -84,8 +88,8 @@ def test_multi_turn_sample_trains_masked_positions_only(tmp_path):
             s2["behaviour_logprobs"][j] = -123.0 if j % 2 else None
             s2["token_versions"][j] = 99
     w0 = weights(a)
-    m1 = a.train_step([s1], {"advantage": "given"})["metrics"]
-    m2 = b.train_step([s2], {"advantage": "given"})["metrics"]
+    m1 = a.train_step([s1], step_config(lr=LR))["metrics"]
+    m2 = b.train_step([s2], step_config(lr=LR))["metrics"]
     assert math.isfinite(m1["loss"]) and m1["grad_norm"] > 0
     assert not torch.equal(w0, weights(a))
     assert torch.equal(weights(a), weights(b))
@@ -98,31 +102,15 @@ def test_multi_turn_sample_trains_masked_positions_only(tmp_path):
     assert after.sum() > sum(lp)
 
 
-def test_old_rows_equal_new_rows(tmp_path):
-    a, b = tiny_trainer(tmp_path, "a"), tiny_trainer(tmp_path, "b")
-    comps = [G1, G2, list(b"nope") + [256]]
-    lps = a.logprobs([(P, c) for c in comps])
-    old = [{"group_id": "g", "reward": float(i == 0), "advantage": 1.0 if i == 0 else -0.5, "prompt_ids": P, "completion_ids": c,
-            "behaviour_logprobs": [x - 0.01 * i for x in lp]} for i, (c, lp) in enumerate(zip(comps, lps))]
-    new = [{"group_id": "g", "reward": o["reward"], "advantage": o["advantage"], "ids": P + o["completion_ids"],
-            "loss_mask": [0] * len(P) + [1] * len(o["completion_ids"]),
-            "behaviour_logprobs": [0.0] * len(P) + o["behaviour_logprobs"]} for o in old]
-    for cfg in ({}, {"loss_agg": "seq-mean-token-mean", "ratio_mode": "truncate"}):
-        ma = a.train_step(old, cfg)["metrics"]
-        mb = b.train_step(new, cfg)["metrics"]
-        assert torch.equal(weights(a), weights(b))
-        assert metrics_wo_timing(ma) == metrics_wo_timing(mb)
-        assert ma["staleness_mean"] is None and ma["staleness_max"] is None
-
-
 def test_staleness_metrics(tmp_path):
     tr = tiny_trainer(tmp_path)
     tr.version = 5
     mask = [0] * len(P) + [1] * len(G1) + [0] * len(TOOL) + [1] * len(G2)
     vers = [-1] * len(P) + [3] * len(G1) + [-1] * len(TOOL) + [5] * (len(G2) - 1) + [-1]
-    s = rollout(P, G1, TOOL, G2, versions=vers, reward=1.0, advantage=1.0)
-    m = tr.train_step([s, dict(s, advantage=-1.0, token_versions=None)], {"advantage": "given"})["metrics"]
-    n3, n5 = len(G1), len(G2) - 1  # the -1 at a masked position has no version: not counted
+    s = rollout(P, G1, TOOL, G2, token_versions=vers, reward=1.0, advantage=1.0)
+    unversioned = dict(s, advantage=-1.0, token_versions=[-1] * len(s["ids"]))
+    m = tr.train_step([s, unversioned], step_config(lr=LR))["metrics"]
+    n3, n5 = len(G1), len(G2) - 1  # a -1 at a masked position has no version: not counted
     assert m["staleness_max"] == 2
     assert abs(m["staleness_mean"] - (2 * n3) / (n3 + n5)) < 1e-9
     assert m["version_before"] == 5 and tr.version == 6 and len(mask) == len(s["ids"])
@@ -140,12 +128,12 @@ def test_staleness_metrics(tmp_path):
     ({"token_versions": [0, 1]}, r"sample 0: token_versions has 2 entries"),
     ({"bad_blp_masked": True}, r"sample 0: behaviour_logprobs\[\d+\] = None is not a finite number"),
     ({"too_long": True}, r"sample 0: ids has 400 tokens, longer than the model context 128"),
-    ({"neither": True}, "sample 0: give ids \\+ loss_mask"),
+    ({"neither": True}, r"sample 0: missing \['rollout_id', 'group_id', 'advantage', 'ids', 'loss_mask', "
+                        r"'behaviour_logprobs', 'token_versions'\]"),
 ])
 def test_sample_validation_names_sample_and_field(tmp_path, patch, msg):
     tr = tiny_trainer(tmp_path)
-    s = rollout(P, G1, TOOL, G2, reward=1.0, behaviour_logprobs=None)
-    s.pop("behaviour_logprobs")
+    s = rollout(P, G1, TOOL, G2, reward=1.0)
     if "set_mask" in patch:
         j, v = patch.pop("set_mask")
         s["loss_mask"][j] = v
@@ -164,7 +152,7 @@ def test_sample_validation_names_sample_and_field(tmp_path, patch, msg):
     s.update(patch)
     good = rollout(P, G1, TOOL, G2, reward=0.0)
     with pytest.raises(ValueError, match=msg):
-        tr.train_step([s, good])
+        tr.train_step([s, good], step_config(lr=LR))
     with pytest.raises(ValueError, match=msg.replace("sample 0", "sample 1")):
         normalize_samples([good, s], 259, 128)
     assert tr.version == 0
@@ -223,45 +211,37 @@ def test_hf_multi_turn_rollout_matches_engine_and_trains(bpe_dir, tmp_path):
 
     def trainer(name):
         pol, _ = build_policy(HF_SPEC, tokenizer=bpe_dir, dtype="fp32", seed=3, for_training=True)
-        return Trainer(pol, 0, str(tmp_path / name), lr=3e-3)
+        return Trainer(pol, 0, str(tmp_path / name))
 
     a, b = trainer("a"), trainer("b")
     lp = a.policy.masked_logprobs([(ids, mask)])[0][0].tolist()
     assert max(abs(x - y) for x, y in zip(lp, l1 + l2)) < 1e-4  # engine (cached decode) vs trainer (full forward)
     w0 = weights(a)
-    other = dict(sample, rollout_id="r1", reward=0.0, advantage=-1.0, ids=prompt + g2 + tool + g1,
-                 behaviour_logprobs=None, token_versions=None)
-    other["loss_mask"] = [0] * len(prompt) + [1] * len(g2) + [0] * len(tool) + [1] * len(g1)
-    m = a.train_step([sample, other])["metrics"]
+    # a second rollout whose behaviour log-probs are the trainer's own (on-policy)
+    o_ids = prompt + g2 + tool + g1
+    o_mask = [0] * len(prompt) + [1] * len(g2) + [0] * len(tool) + [1] * len(g1)
+    o_lp = iter(a.policy.masked_logprobs([(o_ids, o_mask)])[0][0].tolist())
+    other = dict(sample, rollout_id="r1", reward=0.0, advantage=-1.0, ids=o_ids, loss_mask=o_mask,
+                 behaviour_logprobs=[next(o_lp) if k else 0.0 for k in o_mask],
+                 token_versions=[-1] * len(prompt) + v2 + [-1] * len(tool) + v1)
+    cfg = step_config(lr=3e-3)
+    m = a.train_step([sample, other], cfg)["metrics"]
     assert math.isfinite(m["loss"]) and not torch.equal(w0, weights(a))
     assert m["mismatch_mean_abs_logprob"] < 1e-4 and m["staleness_max"] == 0 and m["staleness_mean"] == 0
     assert m["masked_tokens"] == 2 * (len(g1) + len(g2)) and m["sequence_tokens"] == 2 * len(ids)
     # unmasked behaviour log-probs and versions are ignored
     s2 = dict(sample, behaviour_logprobs=[x if k else -50.0 for x, k in zip(blp, mask)],
               token_versions=[v if k else 7 for v, k in zip(vers, mask)])
-    m2 = b.train_step([s2, other])["metrics"]
+    m2 = b.train_step([s2, other], cfg)["metrics"]
     assert torch.equal(weights(a), weights(b)) and metrics_wo_timing(m) == metrics_wo_timing(m2)
     # after the step the rewarded rollout's masked tokens are more likely
     assert sum(a.policy.masked_logprobs([(ids, mask)])[0][0].tolist()) > sum(lp)
 
 
-def test_hf_old_rows_equal_new_rows(bpe_dir, tmp_path):
+def test_hf_ids_beyond_the_output_layer_are_named(bpe_dir, tmp_path):
     pytest.importorskip("transformers")
-    from floe_engine.tokenizer import load_tokenizer
-    tok = load_tokenizer(bpe_dir)
-    prompt = tok.encode("<|im_start|>user\nfix the parser<|im_end|>\n<|im_start|>assistant\n")
-    comps = [tok.encode("call edit path parser") + [2], tok.encode("print value") + [2]]
-
-    def trainer(name):
-        pol, _ = build_policy(HF_SPEC, tokenizer=bpe_dir, dtype="fp32", seed=5, for_training=True)
-        return Trainer(pol, 0, str(tmp_path / name), lr=3e-3)
-
-    a, b = trainer("a"), trainer("b")
-    old = [{"group_id": "g", "reward": float(i), "advantage": float(i) - 0.5, "prompt_ids": prompt, "completion_ids": c} for i, c in enumerate(comps)]
-    new = [{"group_id": "g", "reward": float(i), "advantage": float(i) - 0.5, "ids": prompt + c, "loss_mask": [0] * len(prompt) + [1] * len(c)}
-           for i, c in enumerate(comps)]
-    ma, mb = a.train_step(old)["metrics"], b.train_step(new)["metrics"]
-    assert torch.equal(weights(a), weights(b)) and metrics_wo_timing(ma) == metrics_wo_timing(mb)
-    # ids beyond the model's output layer are named
+    pol, _ = build_policy(HF_SPEC, tokenizer=bpe_dir, dtype="fp32", seed=5, for_training=True)
+    tr = Trainer(pol, 0, str(tmp_path / "a"))
+    s = rollout([5, 6, 7], [8, 2], [], [])
     with pytest.raises(ValueError, match=r"sample 0: ids\[0\] = 1216 is outside the model's vocabulary \[0, 1216\)"):
-        a.train_step([dict(new[0], ids=[1216] + new[0]["ids"][1:])])
+        tr.train_step([dict(s, ids=[1216] + s["ids"][1:])], step_config())

@@ -192,7 +192,7 @@ def test_old_sha256_folders_still_verify(tmp_path, monkeypatch):
     """floe-checkpoint-2 folders (sha256 records, no `checksum`) and sha256 ones written with
     FLOE_CHECKSUM=sha256 verify and load; a flipped byte is named with sha256."""
     from floe_engine import checkpoint as ckpt
-    from floe_engine.policy import build_policy
+    from floe_engine.policies import build_policy
     from floe_vllm import verify_folder as vllm_verify
     pol, _ = build_policy("tiny:d_model=32,n_layers=1,n_heads=2,context=64", None, seed=0, device="cpu")
     monkeypatch.setenv("FLOE_CHECKSUM", "sha256")
@@ -294,7 +294,7 @@ def test_broadcast_delivers_identical_tensors_with_the_version(tmp_path):
         assert torch.equal(sds[0][k], sds[1][k]) and torch.equal(sds[0][k], sds[2][k]), k
     # the receivers started from other weights (seed 2): the update did change them
     from floe_engine.model import TinyConfig
-    from floe_engine.policy import TinyPolicy
+    from floe_engine.tiny_policy import TinyPolicy
     before = TinyPolicy(TinyConfig(d_model=32, n_layers=2, n_heads=2, context=64), torch.device("cpu"), seed=2)
     assert any(not torch.equal(v, sds[1][k]) for k, v in before.module.state_dict().items())
 

@@ -2,8 +2,8 @@
 import json
 
 from floe_engine import sft
-from floe_engine.policy import build_policy
-from floe_engine.logprobs import logprobs
+from floe_engine.policies import build_policy
+from floe_engine.scoring import logprobs
 
 
 def test_sft_writes_v0_and_learns(tmp_path):

@@ -2,6 +2,8 @@
 advantages say, publishes a loadable version, and matches the engine."""
 import json
 
+from conftest import step_config
+
 PROMPT = list(b"Issue: parser crashes on empty input. Reply with one tool call.\n")
 GOOD = list(b'{"tool":"edit","path":"parser.py"}') + [256]
 BAD = list(b'{"tool":"shell","cmd":"rm -rf"}') + [256]
@@ -11,18 +13,26 @@ def total(lp):
     return sum(lp)
 
 
+def sample(completion, blp, rollout_id, advantage, group="g"):
+    """One rollout: PROMPT then ``completion`` (trained on), its behaviour log-probs ``blp``."""
+    return {"rollout_id": rollout_id, "group_id": group, "reward": float(advantage > 0), "advantage": advantage,
+            "ids": PROMPT + completion, "loss_mask": [0] * len(PROMPT) + [1] * len(completion),
+            "behaviour_logprobs": [0.0] * len(PROMPT) + blp, "token_versions": [-1] * len(PROMPT) + [0] * len(completion)}
+
+
 def test_train_step_raises_positive_lowers_negative(start_server, ckpt_dir, tmp_path):
     tr = start_server("floe_engine.trainer_server", "--checkpoint", ckpt_dir / "pub" / "v0",
-                      "--publish-dir", tmp_path / "pub", "--lr", "3e-3")
+                      "--publish-dir", tmp_path / "pub")
     assert tr.ready["version"] == 0 and tr.get("/health")["version"] == 0
     pairs = [{"prompt_ids": PROMPT, "completion_ids": GOOD}, {"prompt_ids": PROMPT, "completion_ids": BAD}]
     before = tr.post("/logprobs", {"samples": pairs})["logprobs"]
-    samples = [dict(pairs[0], group_id="g", reward=1.0, advantage=0.5, behaviour_logprobs=before[0], rollout_id="r0"),
-               dict(pairs[1], group_id="g", reward=0.0, advantage=-0.5, behaviour_logprobs=before[1], rollout_id="r1")]
+    samples = [sample(GOOD, before[0], "r0", 0.5), sample(BAD, before[1], "r1", -0.5)]
     batch = tmp_path / "batch.jsonl"
     batch.write_text("\n".join(json.dumps(s) for s in samples))
-    r = tr.post("/train_step", {"batch_path": str(batch), "config": {"clip_low": 0.2, "clip_high": 0.28}})
+    cfg = step_config(lr=3e-3)
+    r = tr.post("/train_step", {"batch_path": str(batch), "config": cfg})
     assert r["version"] == 1 and r["path"].endswith("v1/model.safetensors")
+    assert r["config"] == cfg and r["metrics"]["lr"] == 3e-3  # the settings the step applied
     m = r["metrics"]
     assert m["samples"] == 2 and m["tokens"] == len(GOOD) + len(BAD)
     assert m["mismatch_mean_abs_logprob"] < 1e-5 and abs(m["mismatch_kl"]) < 1e-6  # on-policy batch
@@ -36,7 +46,7 @@ def test_train_step_raises_positive_lowers_negative(start_server, ckpt_dir, tmp_
 
     # an inline batch with an explicit negative advantage, truncated-IS mode, stale behaviour log-probs
     r2 = tr.post("/train_step", {"samples": [dict(samples[0], advantage=-1.0)],
-                                 "config": {"ratio_mode": "truncate", "truncate_cap": 2.0}})
+                                 "config": step_config(lr=3e-3, ratio_mode="truncate", truncate_cap=2.0)})
     assert r2["version"] == 2 and r2["metrics"]["mismatch_mean_abs_logprob"] > 1e-3
     after2 = tr.post("/logprobs", {"samples": pairs[:1]})["logprobs"]
     assert total(after2[0]) < total(after[0])
@@ -62,7 +72,7 @@ def test_train_step_raises_positive_lowers_negative(start_server, ckpt_dir, tmp_
            "token_versions": [-1] * len(PROMPT) + c["weight_versions"]}
     assert tr.post("/logprobs", {"samples": [{"ids": ids, "loss_mask": mask}]})["logprobs"][0] == t
     batch.write_text(json.dumps(row) + "\n")
-    r3 = tr.post("/train_step", {"batch_path": str(batch)})
+    r3 = tr.post("/train_step", {"batch_path": str(batch), "config": cfg})
     m = r3["metrics"]
     assert r3["version"] == 3 and m["masked_tokens"] == 40 and m["sequence_tokens"] == len(ids)
     assert m["staleness_mean"] == m["staleness_max"] == 0 and m["mismatch_mean_abs_logprob"] < 1e-4
@@ -71,15 +81,27 @@ def test_train_step_raises_positive_lowers_negative(start_server, ckpt_dir, tmp_
 def test_train_step_rejects_bad_batches(start_server, ckpt_dir, tmp_path):
     tr = start_server("floe_engine.trainer_server", "--checkpoint", ckpt_dir / "pub" / "v0",
                       "--publish-dir", tmp_path / "pub")
-    bad = {"prompt_ids": PROMPT, "completion_ids": GOOD, "behaviour_logprobs": [0.0], "reward": 1}
-    err = tr.post("/train_step", {"samples": [bad]}, expect=400)
+    row, cfg = sample(GOOD, [-5.5] * len(GOOD), "r0", 1.0), step_config()
+    err = tr.post("/train_step", {"samples": [dict(row, behaviour_logprobs=[0.0])], "config": cfg}, expect=400)
     assert "behaviour_logprobs" in err["error"]["message"]
-    tr.post("/train_step", {"samples": [dict(bad, behaviour_logprobs=None)], "config": {"nope": 1}}, expect=400)
+    old = {"prompt_ids": PROMPT, "completion_ids": GOOD, "behaviour_logprobs": [0.0] * len(GOOD), "reward": 1}
+    err = tr.post("/train_step", {"samples": [old], "config": cfg}, expect=400)
+    assert "prompt_ids/completion_ids rows are not read" in err["error"]["message"]
+    # the config comes whole from the run config: no field missing, none unknown
+    err = tr.post("/train_step", {"samples": [row], "config": dict(cfg, nope=1)}, expect=400)
+    assert "unknown field(s) ['nope']" in err["error"]["message"]
+    no_lr = {k: v for k, v in cfg.items() if k != "lr"}
+    err = tr.post("/train_step", {"samples": [row], "config": no_lr}, expect=400)
+    assert "missing field(s) ['lr']" in err["error"]["message"]
+    err = tr.post("/train_step", {"samples": [row]}, expect=400)
+    assert "config" in err["error"]["message"]
     tr.post("/train_step", {}, expect=400)
-    row = {"ids": PROMPT + GOOD, "loss_mask": [0] * len(PROMPT) + [1] * len(GOOD), "reward": 1}
-    err = tr.post("/train_step", {"samples": [row, dict(row, loss_mask=row["loss_mask"][:-1])]}, expect=400)
+    err = tr.post("/train_step", {"samples": [row, dict(row, loss_mask=row["loss_mask"][:-1])], "config": cfg},
+                  expect=400)
     assert "sample 1: loss_mask has" in err["error"]["message"]
-    err = tr.post("/train_step", {"samples": [dict(row, ids=[9] * 2000, loss_mask=[0] + [1] * 1999)]}, expect=400)
+    long = dict(row, ids=[9] * 2000, loss_mask=[0] + [1] * 1999, behaviour_logprobs=[0.0] * 2000,
+                token_versions=[0] * 2000)
+    err = tr.post("/train_step", {"samples": [long], "config": cfg}, expect=400)
     assert "2000 tokens" in err["error"]["message"] and "context 1024" in err["error"]["message"]
     h = tr.get("/health")
     assert h["version"] == 0 and h["tokenizer"]["name"] == "byte" and h["vocab_size"] == 259

@@ -4,8 +4,8 @@ to the new weights for every token after it (caches rebuilt)."""
 import torch
 
 from conftest import span_update
-from floe_engine.logprobs import logprobs
-from floe_engine.policy import build_policy
+from floe_engine.policies import build_policy
+from floe_engine.scoring import logprobs
 from floe_engine.sft import greedy
 
 PROMPT = "Issue: tests fail in parser.py when the input is empty. Fix the bug.\n"

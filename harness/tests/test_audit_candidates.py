@@ -1,4 +1,4 @@
-"""floe_harness.audit_candidates: the wrong-patch candidates of the data audit.
+"""floe_harness.audit.candidates: the wrong-patch candidates of the data audit.
 
 Every candidate is checked the way the audit uses it: its diff is applied with `git apply` to a
 scratch git repository holding the base files, and the result must be valid Python that is
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from floe_harness import audit_candidates as ac
+from floe_harness.audit import candidates as ac
 
 
 def src(text: str) -> str:

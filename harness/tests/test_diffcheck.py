@@ -1,4 +1,4 @@
-"""floe_harness/diffcheck.py, the differential check of the data audit, run as the script the
+"""floe_harness/audit/diffcheck.py, the differential check of the data audit, run as the script the
 audit runs in a task's container: tiny repositories (a module and tests/test_m.py) are built in
 tmp_path and the script's one JSON object on stdout is checked."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from floe_harness import diffcheck
+from floe_harness.audit import diffcheck
 
 SCRIPT = Path(diffcheck.__file__).resolve()
 TEST = "tests/test_m.py"

@@ -6,9 +6,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from floe_harness import pytest_runner
+from floe_harness.grading import pytest_runner
 
-PLUGIN_DIR = Path(__file__).resolve().parents[1] / "floe_harness"
+PLUGIN_DIR = Path(__file__).resolve().parents[1] / "floe_harness" / "grading"
 
 IDS_PASS = [
     "tests/test_odd.py::test_f[a b]",

@@ -1,4 +1,4 @@
-"""floe_harness.r2e: R2E-Gym's log parser and reward, on real and R2E-Gym-shaped logs.
+"""floe_harness.grading.r2e: R2E-Gym's log parser and reward, on real and R2E-Gym-shaped logs.
 
 The real logs are the fixture row's execution_result_content (test/fixtures/r2e): pytest 8.3.3
 run by the image's run_tests.sh at the fix commit and at its parent, as R2E-Gym records them."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from floe_harness import r2e
+from floe_harness.grading import r2e
 
 ROW_FILE = Path(__file__).resolve().parents[2] / "test" / "fixtures" / "r2e" / "rows" / "r2e-gym.jsonl"
 ROW = json.loads(ROW_FILE.read_text())

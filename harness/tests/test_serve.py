@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from floe_harness import cli
+from floe_harness.grading.serve import serve
 
 HARNESS_DIR = Path(__file__).resolve().parents[1]
 
@@ -21,7 +22,7 @@ def test_serve_answers_each_line_in_order():
         {"id": 4, "cmd": "parse", "req": {"task": TASK, "harness": "pytest", "log": ""}},
     ]
     out = io.StringIO()
-    assert cli.serve(io.StringIO("".join(json.dumps(r) + "\n" for r in reqs) + "\n"), out) == 0
+    assert serve(cli.COMMANDS, io.StringIO("".join(json.dumps(r) + "\n" for r in reqs) + "\n"), out) == 0
     replies = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [r["id"] for r in replies] == [1, 2, 3, 4]
     assert replies[0] == {"id": 1, "ok": True, "out": {"harness": "pytest"}}

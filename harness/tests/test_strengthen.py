@@ -1,4 +1,4 @@
-"""floe_harness.strengthen: stronger tests from the gold patch's traced behaviour. The tests it
+"""floe_harness.audit.strengthen: stronger tests from the gold patch's traced behaviour. The tests it
 writes must pass on the gold code and fail on code that behaves differently on a traced input."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from floe_harness import strengthen as st
+from floe_harness.audit import strengthen as st
 
-DIFFCHECK = Path(__file__).resolve().parents[1] / "floe_harness" / "diffcheck.py"
+DIFFCHECK = Path(__file__).resolve().parents[1] / "floe_harness" / "audit" / "diffcheck.py"
 TEST = "tests/test_m.py"
 GOLD = "def scale(x, k=2):\n    return x * k\n\n\nclass Tally:\n    def __init__(self):\n        self.n = 0\n\n    def add(self, d):\n        self.n += d\n        return self.n\n"
 TESTS = textwrap.dedent("""
@@ -99,7 +99,7 @@ def test_disagreeing_gold_runs_are_left_out() -> None:
 def test_generated_repr_matches_diffcheck() -> None:
     """The written tests normalise results exactly as diffcheck.py logged them (else a gold patch
     returning [16.0] would fail its own stronger tests)."""
-    from floe_harness import diffcheck
+    from floe_harness.audit import diffcheck
 
     ns: dict = {}
     exec(st.HEADER, ns)  # noqa: S102 - the header is this module's own code

@@ -1,6 +1,6 @@
 """SWE-bench-family rules come from the swebench package: which rows it covers, the eval script
 it makes, and its parser + resolution rule over a Django-format log."""
-from floe_harness import cli, swebench_rules
+from floe_harness.grading import harness, swebench_rules
 
 DJANGO = {
     "instanceId": "django__django-90001", "repo": "django/django", "version": "5.0", "layout": "swe-bench",
@@ -14,8 +14,8 @@ def test_covers_only_repositories_in_the_tables():
     assert swebench_rules.covers(DJANGO)
     assert not swebench_rules.covers({**DJANGO, "version": "0.0"})
     assert not swebench_rules.covers({**DJANGO, "repo": "floe-fixtures/colorful"})
-    assert cli.harness_for({**DJANGO, "repo": "floe-fixtures/colorful"}) == "pytest"
-    assert cli.harness_for({**DJANGO, "layout": "toy"}) == "pytest"
+    assert harness.harness_for({**DJANGO, "repo": "floe-fixtures/colorful"}) == "pytest"
+    assert harness.harness_for({**DJANGO, "layout": "toy"}) == "pytest"
 
 
 def test_eval_script_is_the_packages_with_the_fresh_commit():

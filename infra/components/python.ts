@@ -37,7 +37,7 @@ export const harness: Component = {
   },
   async down() { /* nothing runs */ },
   async doctor(s): Promise<Health> {
-    const r = run(s.harness.bin, ['-c', 'import floe_harness.swebench_rules, swebench; print(swebench.__version__)']);
+    const r = run(s.harness.bin, ['-c', 'import floe_harness.grading.swebench_rules, swebench; print(swebench.__version__)']);
     return r.code === 0
       ? { ok: true, detail: `${s.harness.bin} (swebench ${r.stdout.trim()})` }
       : { ok: false, detail: `grading harness not importable: ${r.stderr.trim().split('\n').pop() ?? ''}`, fix: 'run `floe up` (creates .floe/harness-venv)' };

@@ -99,7 +99,7 @@ beforeAll(async () => {
   db.on('error', () => undefined); // Postgres is restarted on purpose below
   const tasks = selectTasks({ source: 'toy', include: TASKS, limit: 0, excludeLooseTests: true, onBadRow: 'fail' }).tasks;
   const checkpoint = await buildWarmStart(settings, tasks, { steps: 20, lr: 3e-3, model: 'tiny', seed: 0 });
-  gpu = await startEmbeddedGpu(settings, { count: 2, checkpoint, publishDir: path.join(repoRoot, '.floe', 'test-weights', `${process.pid}-chaos`), lr: 1e-3, onRestart: (e) => restarts.push(e) });
+  gpu = await startEmbeddedGpu(settings, { count: 2, checkpoint, publishDir: path.join(repoRoot, '.floe', 'test-weights', `${process.pid}-chaos`), onRestart: (e) => restarts.push(e) });
   for (const role of ['control', 'sandbox', 'gpu']) startWorker(role);
   client = await temporalClient(settings);
   runId = (await startRun(client, crashConfig(gpu))).runId;

@@ -17,7 +17,7 @@ import inspect
 import json
 from typing import Any
 
-from floe_harness import diffcheck
+from floe_harness.audit import diffcheck
 
 TEST_FILE = "tests/test_floe_strengthened.py"
 MAX_CHECKS = 60
@@ -25,7 +25,7 @@ MAX_CHECKS = 60
 # The written file normalises results with diffcheck.py's own functions (copied in by source,
 # so the file stands alone in the task's repository): what it checks is what the audit logged.
 HEADER = "\n\n".join([
-    '"""Written by floe\'s data audit (floe_harness/strengthen.py): what the gold patch does on\n'
+    '"""Written by floe\'s data audit (floe_harness/audit/strengthen.py): what the gold patch does on\n'
     'inputs near the ones the task\'s own tests use."""\nimport importlib\nimport re\n\n'
     f"ADDR = re.compile(r{diffcheck.ADDR.pattern!r})\nMAX_REPR = {diffcheck.MAX_REPR}",
     *(inspect.getsource(f).rstrip() for f in (diffcheck._plain, diffcheck._repr, diffcheck._state)),
