@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type pg from 'pg';
-import { Context } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import { adapterFor, type EngineEndpoint } from './engines/index.js';
 import { beginEngineUpdate, getEngineWeights, insertEngineEvent, setEngineServing } from '../store/engines.js';
 import { listRolloutTokens } from '../store/rollouts.js';
@@ -60,6 +60,16 @@ async function post<T>(url: string, body: unknown, timeoutMs: number): Promise<T
     clearTimeout(timer);
     clearInterval(beat);
   }
+}
+
+/** What the trainer says it applied against what the run config sent: null when they agree,
+ *  else the fields that differ (a trainer that drops or rewrites a setting is refused, not
+ *  trusted). */
+export function settingsDiffer(sent: TrainStepConfig, applied: unknown): string | null {
+  const got = (applied ?? {}) as Record<string, unknown>;
+  const keys = [...new Set([...Object.keys(sent), ...Object.keys(got)])].sort();
+  const off = keys.filter((k) => (sent as Record<string, unknown>)[k] !== got[k]).map((k) => `${k} ${JSON.stringify((sent as Record<string, unknown>)[k])} sent, ${JSON.stringify(got[k])} applied`);
+  return off.length ? off.join('; ') : null;
 }
 
 /** One training sample per rollout (core/tokenPath.ts): the whole sequence, its loss mask,
@@ -132,11 +142,13 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
       const batchPath = path.join(opts.batchDir, input.runId, `v${input.version}.jsonl`);
       fs.writeFileSync(batchPath, samples.map((r) => JSON.stringify(r)).join('\n') + '\n');
       const started = Date.now();
-      const res = await post<{ version: number; path: string; metrics: Record<string, number> }>(new URL('/train_step', input.trainerUrl).href, {
+      const res = await post<{ version: number; path: string; metrics: Record<string, number>; config: unknown }>(new URL('/train_step', input.trainerUrl).href, {
         batch_path: batchPath,
         config: input.config,
       }, 30 * 60_000);
       if (res.version !== input.version) throw new Error(`trainer published version ${res.version}, expected ${input.version}`);
+      const differs = settingsDiffer(input.config, res.config);
+      if (differs) throw ApplicationFailure.nonRetryable(`the trainer at ${input.trainerUrl} stepped to version ${res.version} with other settings than the run config's: ${differs}; run a trainer that speaks this floe's contract (engine/floe_engine/contract.py)`, 'TrainerContract');
       return { version: res.version, path: res.path, metrics: res.metrics, samples: samples.length, trainMs: Date.now() - started };
     },
 

@@ -22,7 +22,7 @@ const changed = (name: string) => path.join(import.meta.dirname, 'fixtures', 'ch
 /** The training runs recorded with a weight update, an eviction and a continue-as-new. */
 /** An audit of 4 toy tasks (`floe audit`, test/dataAudit.test.ts) and its flagged task. */
 const AUDIT_FIXTURES = ['floe-audit-toy-ab71bc4a51.json', 'floe-audit-toy-ab71bc4a51-toy__c_to_f.json'];
-const RUN_FIXTURES = ['floe-run-loop-test-20261201T162537Z-l02b.json', 'floe-run-continue-as-new-test-20261207T014436Z-o9jr.json'];
+const RUN_FIXTURES = ['floe-run-loop-test-20261207T015037Z-47ne.json', 'floe-run-continue-as-new-test-20261207T014436Z-o9jr.json'];
 /** Rollouts that earned 1 (tool calls, a submission, a grading), ran out of turns, and failed the format gate. */
 const ROLLOUT_FIXTURES = ['floe-rollout-rollout-test-22288-1796607674652-0.json', 'floe-rollout-rollout-test-22288-1796607674652-60.json', 'floe-rollout-rollout-test-22288-1796607674652-62.json'];
 

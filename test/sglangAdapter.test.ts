@@ -5,6 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildWarmStart, type GoldTrajectory } from '../infra/warmstart.js';
 import { startEmbeddedGpu, type EmbeddedGpu } from '../infra/engines.js';
 import { repoRoot } from '../infra/settings.js';
+import { parseRunConfig } from '../core/config.js';
+import { trainStepConfig, type TrainingSample } from '../core/contracts.js';
 import { modelFolder } from '../activities/modelFolder.js';
 import { SglangAdapter, sglangGauge, SGLANG_VERSION } from '../activities/engines/sglang.js';
 import { engineHttp, type EngineEndpoint, type GenerateRequest } from '../activities/engines/adapter.js';
@@ -308,7 +310,13 @@ describe('SGLang adapter (against the SGLang 0.5.23 double)', () => {
   });
 
   it('loads a published folder as a version: paused, loaded, flushed, resumed; a bad folder is refused', async () => {
-    const step = await post(gpu.trainer!.url, '/train_step', { samples: [{ prompt_ids: PROMPT, completion_ids: [...Buffer.from('load me')], advantage: 1 }], config: { lr: 1e-3, advantage: 'given' } });
+    const completion = [...Buffer.from('load me')];
+    const sample: TrainingSample = {
+      rollout_id: 'load-me', group_id: 'load-me', reward: 1, advantage: 1, ids: [...PROMPT, ...completion],
+      loss_mask: [...PROMPT.map(() => 0), ...completion.map(() => 1)], behaviour_logprobs: [...PROMPT.map(() => 0), ...completion.map(() => -1)],
+      token_versions: [...PROMPT.map(() => -1), ...completion.map(() => 0)],
+    };
+    const step = await post(gpu.trainer!.url, '/train_step', { samples: [sample], config: trainStepConfig(parseRunConfig({ trainer: { lr: 1e-3 } }).trainer, 1, 1) });
     expect(step.status).toBe(200);
     const published = step.json as { version: number; path: string };
     expect(published.version).toBe(1);

@@ -12,9 +12,6 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 const root = path.join(import.meta.dirname, '..', '..');
 
-/** Written by the parallel change: files the docs may name before they exist in this checkout. */
-const WRITTEN_BY_THE_PARALLEL_CHANGE = new Set(['core/contracts.ts', 'docs/configuration.md']);
-
 /** Top-level folders whose paths the docs name; a backticked `dir/…` under one must exist. */
 const REPO_DIRS = ['core', 'activities', 'workflows', 'store', 'workers', 'cli', 'client', 'report', 'infra', 'engine', 'harness', 'bench', 'test', 'db', 'configs', 'tasks', 'docs'];
 
@@ -85,7 +82,7 @@ function linkTargets(md: string): { target: string; line: number }[] {
 
 /** Broken relative links of one markdown file: a missing file, a missing heading, or a path
  *  that leaves the repository. `base` is the repository root the file belongs to. */
-export function brokenLinks(file: string, base: string, allowed: ReadonlySet<string> = new Set()): string[] {
+export function brokenLinks(file: string, base: string): string[] {
   const md = fs.readFileSync(file, 'utf8');
   const problems: string[] = [];
   const rel = path.relative(base, file);
@@ -98,7 +95,7 @@ export function brokenLinks(file: string, base: string, allowed: ReadonlySet<str
     const repoPath = path.relative(base, resolved);
     if (repoPath.startsWith('..') || path.isAbsolute(repoPath)) { problems.push(`${rel}:${line}: ${target} points outside the repository`); continue; }
     if (!fs.existsSync(resolved)) {
-      if (!allowed.has(repoPath.split(path.sep).join('/'))) problems.push(`${rel}:${line}: ${target}: no such file`);
+      problems.push(`${rel}:${line}: ${target}: no such file`);
       continue;
     }
     if (anchor !== null && resolved.endsWith('.md') && fs.statSync(resolved).isFile()) {
@@ -109,14 +106,14 @@ export function brokenLinks(file: string, base: string, allowed: ReadonlySet<str
 }
 
 /** Repository paths named in backticks (outside code blocks) that do not exist. */
-export function missingPaths(file: string, base: string, allowed: ReadonlySet<string> = new Set()): string[] {
+export function missingPaths(file: string, base: string): string[] {
   const md = fs.readFileSync(file, 'utf8');
   const pathLike = new RegExp(`^(?:${REPO_DIRS.join('|')})/[\\w.@/-]*$`);
   const problems: string[] = [];
   withoutFences(md).split('\n').forEach((text, i) => {
     for (const m of text.matchAll(/`([^`\n]+)`/g)) {
       const p = m[1].trim();
-      if (!pathLike.test(p) || allowed.has(p)) continue;
+      if (!pathLike.test(p)) continue;
       if (!fs.existsSync(path.join(base, p))) problems.push(`${path.relative(base, file)}:${i + 1}: \`${p}\` does not exist`);
     }
   });
@@ -167,11 +164,11 @@ describe('the documents', () => {
   });
 
   it('link only to files and headings that exist', () => {
-    expect(documents.flatMap((f) => brokenLinks(f, root, WRITTEN_BY_THE_PARALLEL_CHANGE))).toEqual([]);
+    expect(documents.flatMap((f) => brokenLinks(f, root))).toEqual([]);
   });
 
   it('name only repository paths that exist', () => {
-    expect(documents.flatMap((f) => missingPaths(f, root, WRITTEN_BY_THE_PARALLEL_CHANGE))).toEqual([]);
+    expect(documents.flatMap((f) => missingPaths(f, root))).toEqual([]);
   });
 
   it('keep the README short and free of run history', () => {
@@ -210,13 +207,12 @@ describe('the checks themselves', () => {
       '[broken](missing.md)',
       '[broken anchor](other.md#no-such-section)',
       '[outside](../../elsewhere/design.md)',
-      '[allowed](configuration.md)',
       '`[not a link](nowhere.md)`',
       '```',
       '[in code](nowhere.md)',
       '```',
     ].join('\n'));
-    const problems = brokenLinks(path.join(d, 'docs', 'page.md'), d, new Set(['docs/configuration.md']));
+    const problems = brokenLinks(path.join(d, 'docs', 'page.md'), d);
     expect(problems).toHaveLength(3);
     expect(problems[0]).toMatch(/page\.md:3: missing\.md: no such file/);
     expect(problems[1]).toMatch(/page\.md:4: other\.md#no-such-section: no heading #no-such-section/);
@@ -227,8 +223,8 @@ describe('the checks themselves', () => {
     const d = tempDir();
     fs.mkdirSync(path.join(d, 'core'));
     fs.writeFileSync(path.join(d, 'core', 'config.ts'), '');
-    fs.writeFileSync(path.join(d, 'page.md'), 'See `core/config.ts`, `core/gone.ts`, `core/contracts.ts`, `runs/<run id>/` and `npm test`.\n```\n`core/in-code.ts`\n```\n');
-    const problems = missingPaths(path.join(d, 'page.md'), d, new Set(['core/contracts.ts']));
+    fs.writeFileSync(path.join(d, 'page.md'), 'See `core/config.ts`, `core/gone.ts`, `runs/<run id>/` and `npm test`.\n```\n`core/in-code.ts`\n```\n');
+    const problems = missingPaths(path.join(d, 'page.md'), d);
     expect(problems).toEqual(['page.md:1: `core/gone.ts` does not exist']);
   });
 
