@@ -3,7 +3,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Task } from '../core/taskModel.js';
 import { getTask } from '../store/tasks.js';
 import {
-  finishRollout, insertRollout, insertTurn, setLegacyTurnToolResult, setSubmissionGrade, upsertGateDecision, upsertSubmission,
+  finishRollout, insertRollout, insertTurn, setSubmissionGrade, upsertGateDecision, upsertSubmission,
   type RolloutEnd, type RolloutStart, type TurnRow,
 } from '../store/rollouts.js';
 import type { GeneratedTurn } from './generate.js';
@@ -28,14 +28,14 @@ export interface TurnOutcome {
 }
 
 /** The turns row of a finished turn: the generation's fields and the tool's. */
-function turnRow(t: TurnOutcome, rawText: string): TurnRow {
+function turnRow(t: TurnOutcome): TurnRow {
   const g = t.generated;
   const call = g.verdict.ok ? g.verdict.call : null;
   return {
     rolloutId: t.rolloutId,
     turnIndex: t.turnIndex,
     engineId: g.engineId,
-    rawText,
+    rawText: g.rawText,
     promptTokens: g.promptTokens,
     completionTokens: g.completionTokens,
     finishReason: g.finishReason,
@@ -67,16 +67,7 @@ export function createAuditActivities(pool: pg.Pool) {
     /** A turn's row, written once with everything known about it. Its ids are already in
      *  turn_tokens (written by generateTurn); the next turn's generation reads both. */
     async recordTurn(t: TurnOutcome): Promise<void> {
-      const rawText = t.generated.rawText;
-      if (rawText === undefined) throw ApplicationFailure.nonRetryable(`rollout ${t.rolloutId} turn ${t.turnIndex}: the generate answer has no text (generated before migration 005: its row exists; record its tool result with recordToolResult)`, 'LegacyTurn');
-      await insertTurn(pool, turnRow(t, rawText));
-    },
-
-    /** LEGACY: the tool result of a turn generated before migration 005, whose row the generate
-     *  activity inserted itself (a rollout in flight across the upgrade). Scheduled only by
-     *  rollout workflows replaying such a turn; new turns are written once by recordTurn. */
-    async recordToolResult(r: { rolloutId: string; turnIndex: number; observation: string; exitCode: number | null; shortcutFlags: string[]; toolMs: number }): Promise<void> {
-      await setLegacyTurnToolResult(pool, r);
+      await insertTurn(pool, turnRow(t));
     },
 
     async recordSubmission(s: { rolloutId: string; diff: string; bytes: number; truncated: boolean }): Promise<void> {

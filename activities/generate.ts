@@ -77,7 +77,7 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
     if (problem === null) throw ApplicationFailure.nonRetryable(`task ${input.taskId} is not in the tasks table; load the pool first`, 'UnknownTask');
     const turns = await listTurnHistory(pool, input.rolloutId, input.turnIndex);
     if (turns.length !== input.turnIndex) throw new Error(`rollout ${input.rolloutId}: expected ${input.turnIndex} earlier turns in Postgres, found ${turns.length}`);
-    if (turns.some((t) => t.inputIds === null)) throw ApplicationFailure.nonRetryable(`rollout ${input.rolloutId} was recorded before the token path (no input_ids); it cannot be continued`, 'LegacyRollout');
+    if (turns.some((t) => t.inputIds === null)) throw ApplicationFailure.nonRetryable(`rollout ${input.rolloutId} has turns without their ids (rows from before migration 003); it cannot be continued`, 'RolloutWithoutIds');
     const records: TurnRecord[] = turns.map((t) => ({ rawText: t.rawText, observation: t.observation }));
     return {
       messages: conversation(input.systemPrompt, problem, records),

@@ -78,7 +78,7 @@ export async function rolloutSamples(db: Queryable, rolloutIds: string[], advant
   const rows = await listRolloutTokens(db, rolloutIds);
   const byRollout = new Map<string, { group_id: string; reward: number; turns: TurnTokens[] }>();
   for (const r of rows) {
-    if (r.inputIds === null) throw new Error(`rollout ${r.rolloutId} was recorded before the token path (turn_tokens.input_ids is null); it cannot be trained on`);
+    if (r.inputIds === null) throw new Error(`rollout ${r.rolloutId} has turns without their ids (turn_tokens.input_ids is null: rows from before migration 003); it cannot be trained on`);
     let e = byRollout.get(r.rolloutId);
     if (!e) byRollout.set(r.rolloutId, (e = { group_id: r.groupId, reward: r.reward, turns: [] }));
     e.turns.push({ inputIds: r.inputIds, completionIds: r.completionIds, logprobs: r.logprobs, versions: r.tokenVersions });

@@ -8,7 +8,7 @@ import { temporalClient } from '../workers/connect.js';
 import { getRunStatus, listRuns, pause, resume, startRun, stop, webUiLink, runWorkflowId } from '../client/runs.js';
 import { flag, parseArgs, UsageError } from './args.js';
 import { loadRunConfig } from './config.js';
-import { ConfigError, RunConfigSchema } from '../core/config.js';
+import { ConfigError, RunConfigSchema, parseRunConfig } from '../core/config.js';
 import { CONFIG_DOC_FILE, renderConfigDoc } from '../core/configDoc.js';
 import { runDemo } from './demo.js';
 import { writeReport } from '../report/write.js';
@@ -43,6 +43,7 @@ usage:
   floe config docs [--write]                              the run config reference: every field's type, default
                                                           and meaning, from its schema (core/config.ts); --write
                                                           writes ${CONFIG_DOC_FILE}
+  floe config defaults                                    every field's default, as JSON
   floe engine probe <url> [--kind reference|vllm|sglang] [--json]
                                                           check each capability floe needs of a running
                                                           inference server, with the flag that fixes it
@@ -182,11 +183,18 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-/** `floe config docs [--write]`: the run config reference, printed or written to its file. */
+/** `floe config docs [--write]`: the run config reference, printed or written to its file;
+ *  `floe config defaults`: the defaults as JSON. */
 function configCommand(argv: string[]): number {
   const [sub, ...rest] = argv;
   const p = parseArgs(rest, { write: 'bool' });
-  if (sub !== 'docs' || p.positional.length) throw new UsageError('usage: floe config docs [--write]');
+  if (sub === 'defaults' && !p.positional.length && !flag(p, 'write')) {
+    // every field's default, as JSON: scripts outside TypeScript (bench/recipe/stress_proxy.py)
+    // take theirs from here rather than keep a copy
+    process.stdout.write(`${JSON.stringify(parseRunConfig({}), null, 2)}\n`);
+    return 0;
+  }
+  if (sub !== 'docs' || p.positional.length) throw new UsageError('usage: floe config docs [--write] | floe config defaults');
   const doc = renderConfigDoc(RunConfigSchema);
   if (!flag(p, 'write')) {
     process.stdout.write(doc);

@@ -176,14 +176,6 @@ export async function insertTurn(db: Queryable, t: TurnRow): Promise<void> {
   );
 }
 
-/** LEGACY, for rollouts in flight across the upgrade to migration 005 only: a turn generated
- *  by the earlier generate activity, which inserted its turns row itself, gets its tool
- *  result. Turns generated since are written once by insertTurn. */
-export async function setLegacyTurnToolResult(db: Queryable, r: { rolloutId: string; turnIndex: number; observation: string; exitCode: number | null; shortcutFlags: string[]; toolMs: number }): Promise<void> {
-  await db.query('update turns set observation = $3, exit_code = $4, shortcut_flags = $5, tool_ms = $6 where rollout_id = $1 and turn_index = $2',
-    [r.rolloutId, r.turnIndex, pgSafeText(r.observation), r.exitCode, r.shortcutFlags, r.toolMs]);
-}
-
 interface TurnDbRow { rollout_id: string; turn_index: number; engine_id: string | null; raw_text: string; prompt_tokens: number | null; completion_tokens: number | null; finish_reason: string | null; weight_versions: number[] | null; format_ok: boolean; format_reason: string | null; tool_name: string | null; tool_args: unknown; observation: string | null; exit_code: number | null; shortcut_flags: string[]; gen_ms: number | null; tool_ms: number | null }
 
 const TURN_COLUMNS = `t.rollout_id, t.turn_index, t.engine_id, t.raw_text, t.prompt_tokens, t.completion_tokens, t.finish_reason, t.weight_versions,
@@ -212,7 +204,7 @@ export async function listRunTurns(db: Queryable, runId: string): Promise<TurnRo
 export interface TurnTokensRow {
   rolloutId: string;
   turnIndex: number;
-  /** Ids the renderer added before this turn (null: recorded before the token path). */
+  /** Ids the renderer added before this turn (null: a row from before migration 003). */
   inputIds: number[] | null;
   /** Length of the prompt sent to the engine. */
   promptLen: number | null;

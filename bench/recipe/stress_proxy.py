@@ -22,6 +22,7 @@ import json
 import math
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -166,7 +167,17 @@ def proxy_advantages(samples, mode, negative_scale, eps=1e-6):
             m["advantage"] = adv * negative_scale if adv < 0 else adv
     return samples
 
+REPO = os.path.join(os.path.dirname(__file__), "..", "..")
+
+
+def run_config_trainer() -> dict:
+    """The run config's trainer defaults (`floe config defaults`): the proxy keeps no copy."""
+    out = subprocess.run([os.path.join(REPO, "bin", "floe"), "config", "defaults"], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)["trainer"]
+
+
 def main(argv=None) -> dict:
+    t = run_config_trainer()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gold", required=True)
     ap.add_argument("--init", required=True, help="warm-start checkpoint folder (v0)")
@@ -178,25 +189,25 @@ def main(argv=None) -> dict:
     ap.add_argument("--lag", type=int, default=1, help="versions generation runs behind training")
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--max-tokens", type=int, default=120)
-    ap.add_argument("--lr", type=float, default=1e-4)
-    ap.add_argument("--lr-schedule", default="constant", choices=["constant", "linear", "cosine"],
+    ap.add_argument("--lr", type=float, default=t["lr"])
+    ap.add_argument("--lr-schedule", default=t["lrSchedule"], choices=["constant", "linear", "cosine"],
                     help="the learning rate over the updates, as core/lrSchedule.ts computes it")
-    ap.add_argument("--lr-final", type=float, default=0.1, help="the last update's lr as a fraction of --lr")
+    ap.add_argument("--lr-final", type=float, default=t["lrFinal"], help="the last update's lr as a fraction of --lr")
     ap.add_argument("--betas", default="0.9,0.99")
     ap.add_argument("--eps", type=float, default=1e-8)
     ap.add_argument("--optimizer", default="adamw", choices=["adamw", "sgd"])
-    ap.add_argument("--advantage", default="group", choices=["group", "group-std", "reward"])
-    ap.add_argument("--loss-agg", default="token-mean", choices=["token-mean", "seq-mean-token-mean"])
-    ap.add_argument("--clip-low", type=float, default=0.2)
-    ap.add_argument("--clip-high", type=float, default=0.28)
-    ap.add_argument("--ratio-mode", default="clip", choices=["clip", "truncate"])
-    ap.add_argument("--truncate-cap", type=float, default=2.0)
-    ap.add_argument("--weight-decay", type=float, default=0.0)
-    ap.add_argument("--grad-clip", type=float, default=1.0)
-    ap.add_argument("--micro-batch-tokens", type=int, default=16384)
-    ap.add_argument("--negative-scale", type=float, default=1.0)
-    ap.add_argument("--epochs", type=int, default=1)
-    ap.add_argument("--minibatches", type=int, default=1)
+    ap.add_argument("--advantage", default=t["advantage"], choices=["group", "group-std", "reward"])
+    ap.add_argument("--loss-agg", default=t["lossAgg"], choices=["token-mean", "seq-mean-token-mean"])
+    ap.add_argument("--clip-low", type=float, default=t["clipLow"])
+    ap.add_argument("--clip-high", type=float, default=t["clipHigh"])
+    ap.add_argument("--ratio-mode", default=t["ratioMode"], choices=["clip", "truncate"])
+    ap.add_argument("--truncate-cap", type=float, default=t["truncateCap"])
+    ap.add_argument("--weight-decay", type=float, default=t["weightDecay"])
+    ap.add_argument("--grad-clip", type=float, default=t["gradClip"])
+    ap.add_argument("--micro-batch-tokens", type=int, default=t["microBatchTokens"])
+    ap.add_argument("--negative-scale", type=float, default=t["negativeScale"])
+    ap.add_argument("--epochs", type=int, default=t["epochs"])
+    ap.add_argument("--minibatches", type=int, default=t["minibatches"])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--label", default="")
     a = ap.parse_args(argv)
