@@ -11,7 +11,7 @@ import { ROLES, startWorkers } from '../workers/worker.js';
 import { temporalClient } from '../workers/connect.js';
 import { getRunStatus, newRunId, startRun, webUiLink, runWorkflowId } from '../client/runs.js';
 import { selectTasks } from '../tasks/loaders.js';
-import { buildWarmStart, DEFAULT_WARM_START, policySetup, solvablePool } from '../infra/warmstart.js';
+import { buildWarmStart, policySetup, solvablePool } from '../infra/warmstart.js';
 import { newestPublished, serverRecords, startEmbeddedGpu, stopLeftoverServers, type EmbeddedGpu, type RestartEvent, type ServerRecord } from '../infra/engines.js';
 import { dbPool, closeDbPool } from '../store/pool.js';
 import { listPolicyVersions } from '../store/batches.js';
@@ -291,7 +291,7 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
       runId = newRunId(base.name);
       dir = path.join(runsDir, runId);
       fs.mkdirSync(dir, { recursive: true });
-      const checkpoint = named.policy.checkpoint || (await buildWarmStart(s, pool.trajectories, { ...DEFAULT_WARM_START, model: named.policy.model, steps: named.policy.warmStartSteps, lr: named.policy.warmStartLr, seed: named.seed }, setup));
+      const checkpoint = named.policy.checkpoint || (await buildWarmStart(s, pool.trajectories, { model: named.policy.model, steps: named.policy.warmStartSteps, lr: named.policy.warmStartLr, seed: named.seed }, setup));
       say(`floe demo: ${tasks.length} tasks, ${named.engines.count} engine(s) (${named.engines.router}), G=${named.rollout.groupSize}, ${named.training.updates} updates; starting policy ${path.relative(repoRoot, checkpoint)}`);
       const publishDir = path.join(dir, 'weights');
       gpu = await startEmbeddedGpu(s, { count: named.engines.count, checkpoint, publishDir, seed: named.seed, model: named.policy.model, tokenizer: named.policy.tokenizer, onRestart });

@@ -31,7 +31,6 @@ export function policySetup(cfg: RunConfig): PolicySetup {
 
 const DEFAULTS = parseRunConfig({});
 export const DEFAULT_SETUP: PolicySetup = policySetup(DEFAULTS);
-export const DEFAULT_WARM_START: WarmStartOptions = { steps: 120, lr: 1e-3, model: 'tiny', seed: 0 };
 
 /** A gold trajectory as the model would produce it: the whole token sequence, the loss mask
  *  over its replies, and each reply's length in tokens (end-of-turn token included). */
@@ -96,7 +95,7 @@ export async function solvablePool(s: Settings, candidates: Task[], limit: numbe
 }
 
 /** SFT of the policy on gold trajectories (those longer than its context are left out). */
-export async function buildWarmStart(s: Settings, trajectoriesOrTasks: GoldTrajectory[] | Task[], opts: WarmStartOptions = DEFAULT_WARM_START, setup: PolicySetup = { ...DEFAULT_SETUP, model: opts.model }): Promise<string> {
+export async function buildWarmStart(s: Settings, trajectoriesOrTasks: GoldTrajectory[] | Task[], opts: WarmStartOptions, setup: PolicySetup = { ...DEFAULT_SETUP, model: opts.model }): Promise<string> {
   const all = isTrajectories(trajectoriesOrTasks) ? trajectoriesOrTasks : await goldTrajectories(s, trajectoriesOrTasks, setup, () => false);
   const fits = (t: GoldTrajectory) => t.ids.length <= setup.contextTokens;
   const kept = all.filter(fits);

@@ -114,9 +114,10 @@ def main(argv=None) -> dict:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True)
     ap.add_argument("--out", required=True, help="publish folder: writes <out>/v<version>/")
-    ap.add_argument("--steps", type=int, default=300)
+    # steps and lr: the run config's policy.warmStartSteps / warmStartLr, given by the caller (infra/warmstart.ts)
+    ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--lr", type=float, required=True)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--tokenizer", default="byte",

@@ -123,7 +123,7 @@ def test_the_sft_warm_start_ends_with_its_launcher(tmp_path):
     data.write_text("\n".join(json.dumps({"prompt": f"Issue {i}: fix f{i}\n", "completion": f'{{"tool":"edit","path":"m{i}.py"}}'})
                               for i in range(4)))
     argv = [sys.executable, "-m", "floe_engine.sft", "--data", str(data), "--out", str(tmp_path / "pub"),
-            "--steps", "1000000", "--batch-size", "2", "--model", "tiny:d_model=16,n_layers=1,n_heads=2,context=64",
+            "--steps", "1000000", "--lr", "1e-3", "--batch-size", "2", "--model", "tiny:d_model=16,n_layers=1,n_heads=2,context=64",
             "--log-every", "1", "--parent-pid", "{ppid}"]
     # the SFT logs to stdout: send it to the child's output file through a shell redirect
     launcher, child, out = launch(["/bin/sh", "-c", 'exec "$@" 1>&2', "sh", *argv], "[sft] step 2/", tmp_path)

@@ -174,7 +174,7 @@ def test_sft_on_masked_rows_tiny(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"ids": [1, 2, 3], "loss_mask": [0, 1]}))
     with pytest.raises(ValueError, match="bad.jsonl:1: loss_mask has 2 entries for 3 ids"):
-        sft.main(["--data", str(bad), "--out", str(tmp_path / "x"), "--steps", "1",
+        sft.main(["--data", str(bad), "--out", str(tmp_path / "x"), "--steps", "1", "--lr", "1e-3",
                   "--model", "tiny:d_model=32,n_layers=1,n_heads=2,context=128"])
 
 
