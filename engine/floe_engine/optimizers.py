@@ -27,7 +27,23 @@ def torch_optimizer(params, kind: str = "adamw", betas=(0.9, 0.99), eps: float =
     raise ValueError(f"unknown optimizer {kind!r}; use one of {KINDS}")
 
 
-class MasterWeightsOptimizer:
+class _OptimizerBase:
+    """What both optimizers share: the parameters they step and a torch optimizer ``opt``."""
+
+    params: list
+    opt: torch.optim.Optimizer
+
+    @property
+    def param_groups(self) -> list:
+        # read through: loading a state dict (trainer_state's resume) replaces the optimizer's list
+        return self.opt.param_groups
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+
+class MasterWeightsOptimizer(_OptimizerBase):
     """AdamW (or SGD with momentum) over fp32 master copies of a module whose own weights may be bf16.
 
     The module keeps the engine's dtype, so the trainer's forward uses exactly
@@ -44,14 +60,8 @@ class MasterWeightsOptimizer:
         self.master = ([p.detach().float().clone() for p in self.params] if self.mixed else self.params)
         self.opt = torch_optimizer(self.master, kind=kind, betas=betas, eps=eps)
 
-    @property
-    def param_groups(self) -> list:
-        # read through: loading a state dict (trainer_state's resume) replaces the optimizer's list
-        return self.opt.param_groups
-
     def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
+        super().zero_grad()
         if self.mixed:
             for m in self.master:
                 m.grad = None
@@ -74,7 +84,7 @@ class MasterWeightsOptimizer:
         return norm
 
 
-class ShardedOptimizer:
+class ShardedOptimizer(_OptimizerBase):
     """AdamW (or SGD with momentum) on the fp32 shards; the global gradient norm is the square
     root of the all-reduced sum of every shard's squared gradient. Same interface (and same
     clipping rule as ``torch.nn.utils.clip_grad_norm_``) as ``MasterWeightsOptimizer``."""
@@ -82,15 +92,6 @@ class ShardedOptimizer:
     def __init__(self, params, kind: str = "adamw", betas=(0.9, 0.99), eps: float = 1e-8):
         self.params = [p for p in params if p.requires_grad]
         self.opt = torch_optimizer(self.params, kind=kind, betas=betas, eps=eps)
-
-    @property
-    def param_groups(self) -> list:
-        # read through: loading a state dict (trainer_state's resume) replaces the optimizer's list
-        return self.opt.param_groups
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
 
     @staticmethod
     def _local(t: torch.Tensor) -> torch.Tensor:
