@@ -1,6 +1,7 @@
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { CONTROL_QUEUE } from '../core/taskQueues.js';
-import { parseRunConfig, type RunConfig } from '../core/config.js';
+import { ConfigError, parseRunConfig, type RunConfig } from '../core/config.js';
+import { trainingWindowProblem } from '../core/runLoop.js';
 import { FloeKind, FloeRunId } from '../core/searchAttributes.js';
 import { pauseRun, resumeRun, runStatus, stopRun, type RunStatus } from '../workflows/messages.js';
 import type { Settings } from '../infra/settings.js';
@@ -21,6 +22,8 @@ export function newRunId(name: string, now = new Date()): string {
 
 export async function startRun(client: Client, config: RunConfig | unknown, opts: { runId?: string } = {}): Promise<{ runId: string; workflowId: string }> {
   const cfg = parseRunConfig(config);
+  const problem = trainingWindowProblem(cfg);
+  if (problem) throw new ConfigError([problem], 'config');
   const runId = opts.runId ?? newRunId(cfg.name);
   const workflowId = runWorkflowId(runId);
   await client.workflow.start('trainingRun', {

@@ -171,7 +171,7 @@ export const RunConfigSchema = z.strictObject({
       description: 'G: attempts per task in a group (advantages are relative within a group).',
     }),
     maxInFlight: positiveInt.max(4096).default(16).meta({
-      description: 'Rollouts in flight at once (also the concurrency of evaluations). Groups start whole, so keep it at least groupSize.',
+      description: 'Rollouts in flight at once (also the concurrency of evaluations). Groups start whole, so a training run refuses a value below groupSize at start.',
     }),
     maxTurns: positiveInt.max(200).default(4).meta({
       description: 'Model turns per rollout at most; the rollout then ends as out of budget (what that earns: recipe.rewardGate and recipe.explicitSubmit).',
@@ -310,8 +310,6 @@ export function parseRunConfig(input: unknown, source = 'config'): RunConfig {
     const tiny = model === 'tiny' || model.startsWith('tiny:');
     if (tiny && tokenizer !== 'byte') throw new ConfigError([{ path: 'policy.tokenizer', message: `the tiny policy reads bytes: use tokenizer 'byte' (got ${JSON.stringify(tokenizer)}), or an hf: model for a real tokenizer` }], source);
     if (!tiny && !model.startsWith('hf:')) throw new ConfigError([{ path: 'policy.model', message: `unknown model ${JSON.stringify(model)}: use 'tiny', 'tiny:k=v,…' or 'hf:<config.json | model folder | model_type:k=v,…>'` }], source);
-    const { groupSize, maxInFlight } = r.data.rollout;
-    if (maxInFlight < groupSize) throw new ConfigError([{ path: 'rollout.maxInFlight', message: `${maxInFlight} rollouts in flight cannot hold one group of rollout.groupSize ${groupSize}: groups start whole, so none would ever start; raise it to at least ${groupSize}` }], source);
     if (r.data.evaluation.poolFromStart && !r.data.evaluation.atStart) throw new ConfigError([{ path: 'evaluation.poolFromStart', message: 'picking the pool by the starting policy needs its evaluation: set evaluation.atStart: true' }], source);
     const { every, heldOut } = r.data.evaluation;
     const trained = new Set(r.data.tasks.include);

@@ -109,6 +109,16 @@ export const isTrainable = (r: Finished): boolean =>
 
 export interface PlannedGroup { groupId: string; taskId: string; rollouts: { rolloutId: string; attempt: number; seed: number }[] }
 
+/** What makes a config unable to train (null: nothing): groups start whole, so a window of
+ *  fewer rollouts than one group would never start any. (A frozen-weight evaluation uses the
+ *  same window for attempts, not groups: the rule is the training run's, checked as it starts.) */
+export function trainingWindowProblem(cfg: Pick<LoopConfig, 'rollout'>): { path: string; message: string } | null {
+  const { groupSize, maxInFlight } = cfg.rollout;
+  return maxInFlight < groupSize
+    ? { path: 'rollout.maxInFlight', message: `${maxInFlight} rollouts in flight cannot hold one group of rollout.groupSize ${groupSize}: groups start whole, so none would ever start; raise it to at least ${groupSize}` }
+    : null;
+}
+
 /** Round-robin over active tasks from the cursor (null when none is active). */
 function nextTask(s: LoopState): string | null {
   for (let i = 0; i < s.order.length; i++) {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   carried, chooseBatch, discardStale, evictionLanded, idle, loopGoesOn, masteredTasks, meanReward, newInFlight, newLoopState, noteContinueAsNewSuggested,
-  periodicEvaluationDue, planGroups, readyToContinueAsNew, rolloutFinished, setPool, transition, updateLanded,
+  periodicEvaluationDue, planGroups, readyToContinueAsNew, rolloutFinished, setPool, trainingWindowProblem, transition, updateLanded,
   type Finished, type InFlight, type LoopConfig, type LoopState,
 } from '../../core/runLoop.js';
 import { groupAdvantages } from '../../core/advantages.js';
@@ -249,6 +249,15 @@ describe('the training run state machine, rule by rule', () => {
     const next = carried(s);
     expect(next.status.continuedAsNew).toBe(1);
     expect(next.ready).toEqual(s.ready); // waiting groups survive continue-as-new
+  });
+
+  it('a window smaller than one group can never start a group: named, with the fix', () => {
+    expect(trainingWindowProblem({ rollout: { groupSize: 4, maxInFlight: 4 } })).toBeNull();
+    expect(trainingWindowProblem({ rollout: { groupSize: 4, maxInFlight: 2 } })).toMatchObject({ path: 'rollout.maxInFlight', message: expect.stringMatching(/at least 4/) });
+    // the rule is real: with that window planGroups starts nothing
+    const s = newLoopState('r', 'n', 2);
+    setPool(s, ['a']);
+    expect(planGroups(s, newInFlight(), { ...cfg, rollout: { groupSize: 4, maxInFlight: 2 } })).toEqual([]);
   });
 
   it('pause / resume / stop: what a validator accepts, and what is a no-op', () => {
