@@ -37,7 +37,7 @@ export function tokenText(id: number, tokenizer: string): string {
 
 /** Background of a weight version: one light shade per version, repeating every 10. */
 export function versionShade(v: number): string {
-  return v < 0 ? '#e8e8e8' : `${PALETTE[v % PALETTE.length]}40`;
+  return v < 0 ? "#e8e8e8" : `${PALETTE[v % PALETTE.length]}55`;
 }
 
 /** Indices of the generated tokens whose weight version differs from the token before them
@@ -53,27 +53,39 @@ export function versionBoundaries(versions: readonly number[], previous: number 
 }
 
 /** One turn's tokens: the ids the renderer added before the turn (greyed: the prompt side),
- *  then each generated token shaded by the version that produced it, titled with its id,
- *  version and the engine's log-prob; a token where the version changed is marked as an
- *  update boundary. `badToken`: a token the format gate named (special id inside the turn). */
+ *  then each generated token shaded by the version that produced it; a token where the version
+ *  changed is marked as an update boundary. `badToken`: a token the format gate named (a special
+ *  id inside the turn). Each token is a bare <i> (a 64k-token rollout stays a few MB); its id,
+ *  version and engine log-prob are comma lists on the container, which the page's hover reads
+ *  (TOKEN_HOVER) to title the token under the pointer. */
 export function renderTurnTokens(t: ViewTurnTokens, opts: { tokenizer: string; previousVersion?: number | null; badToken?: number | null }): string {
   const parts: string[] = [];
   parts.push(`<div class="tok-in" title="ids the renderer added before this turn (not generated: no version, no log-prob)">`);
   for (const id of t.inputIds) parts.push(esc(tokenText(id, opts.tokenizer)));
-  parts.push('</div><div class="tok-gen">');
-  const bounds = new Set(versionBoundaries(t.tokenVersions, opts.previousVersion ?? null));
+  const lp = t.completionIds.map((_, i) => (t.logprobs[i] === undefined ? '' : String(Math.round(t.logprobs[i] * 1e4) / 1e4)));
+  const vs = t.completionIds.map((_, i) => t.tokenVersions[i] ?? -1);
+  parts.push(`</div><div class="tok-gen" data-ids="${t.completionIds.join(',')}" data-vs="${vs.join(',')}" data-lp="${lp.join(',')}">`);
+  const bounds = new Set(versionBoundaries(vs, opts.previousVersion ?? null));
   let prev = opts.previousVersion ?? null;
   t.completionIds.forEach((id, i) => {
-    const v = t.tokenVersions[i] ?? -1;
-    const lp = t.logprobs[i];
+    const v = vs[i];
     if (bounds.has(i)) parts.push(`<span class="bnd" title="weight update: tokens before were made by v${prev}, from here by v${v}">v${prev}→v${v}</span>`);
-    const cls = `t v${v >= 0 ? v % PALETTE.length : 'x'}${bounds.has(i) ? ' b' : ''}${opts.badToken === i ? ' bad' : ''}`;
-    parts.push(`<span class="${cls}" data-i="${i}" data-v="${v}" title="token ${i} · id ${id} · v${v} · engine log-prob ${lp === undefined ? '–' : lp.toFixed(4)}">${esc(tokenText(id, opts.tokenizer))}</span>`);
+    const cls = `v${v >= 0 ? v % PALETTE.length : 'x'}${bounds.has(i) ? ' b' : ''}${opts.badToken === i ? ' bad' : ''}`;
+    parts.push(`<i class="${cls}">${esc(tokenText(id, opts.tokenizer))}</i>`);
     prev = v;
   });
   parts.push('</div>');
   return parts.join('');
 }
+
+/** Titles the token under the pointer with its index, id, version and the engine's log-prob,
+ *  from its container's lists (built once per container, on the first hover). */
+const TOKEN_HOVER = `
+document.addEventListener('mouseover',function(e){var el=e.target;if(!el||el.tagName!=='I'||el.title)return;var box=el.closest('.tok-gen');if(!box)return;
+  if(!box._idx){box._idx=new Map();[].forEach.call(box.getElementsByTagName('i'),function(x,i){box._idx.set(x,i);});
+    box._ids=box.dataset.ids.split(',');box._vs=box.dataset.vs.split(',');box._lp=box.dataset.lp.split(',');}
+  var i=box._idx.get(el);if(i===undefined)return;
+  el.title='token '+i+' · id '+box._ids[i]+' · v'+box._vs[i]+' · engine log-prob '+(box._lp[i]===''?'–':box._lp[i]);});`;
 
 // ---------- the format gate's offending span
 
@@ -132,6 +144,7 @@ const fmtWhen = (d: Date) => d.toISOString().replace('T', ' ').replace(/\.\d+Z$/
 function page(title: string, body: string, script = ''): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,"><!-- no favicon request: a page fetches nothing but its turns -->
 <title>${esc(title)}</title><style>${CSS}</style></head>
 <body><main>
 ${body}
@@ -252,14 +265,14 @@ ${reason}<div class="raw"><h3>raw output${textSpan ? ' (the offending span marke
 ${tool}${obs}</details>`;
   }).join('\n');
   const mismatch = `<section class="box" id="mismatch"><h2>Engine vs trainer log-probs</h2>
-<p>Each generated token's title gives the <b>engine's</b> log-prob (the behaviour policy's, <code>turn_tokens.logprobs</code>). The trainer's log-prob of each token is <b>not stored</b> in Postgres: the trainer reports only batch means per weight update (<code>policy_versions.metrics</code>), so no per-token trainer column can be shown.</p>
+<p>Hovering a generated token gives the <b>engine's</b> log-prob (the behaviour policy's, <code>turn_tokens.logprobs</code>). The trainer's log-prob of each token is <b>not stored</b> in Postgres: the trainer reports only batch means per weight update (<code>policy_versions.metrics</code>), so no per-token trainer column can be shown.</p>
 ${r.batch?.metrics ? `<table class="compact"><tbody>${['mismatch_mean_abs_logprob', 'mismatch_kl', 'mismatch_current_mean_abs_logprob', 'offpolicy_mean_abs_logprob'].filter((k) => r.batch!.metrics![k] !== undefined && r.batch!.metrics![k] >= 0)
     .map((k) => `<tr><td><code>${k}</code></td><td class="num">${fmtNum(r.batch!.metrics![k])}</td></tr>`).join('')}</tbody></table><p class="caption">Means over the whole batch of v${r.batch.version} (${r.batch.batchRollouts ?? '?'} rollouts), this rollout among them.</p>` : '<p class="caption">This rollout was not trained, so no trainer scored it.</p>'}</section>`;
   const grade = gradeSection(r);
   const training = `<section class="box" id="training"><h2>Training</h2><p>${esc(fate(row))}${r.batch ? ` · advantage ${r.batch.advantage === null ? '–' : fmtNum(r.batch.advantage)}` : ''}</p>
 ${r.gateDecision ? `<p>gate decision <code>${esc(r.gateDecision.gate)}</code>, reward ${fmtReward(r.gateDecision.reward)}</p><pre class="text small">${esc(JSON.stringify(r.gateDecision.detail, null, 2) ?? '')}</pre>` : '<p>no gate decision recorded</p>'}</section>`;
   const body = `${head}
-<section class="box"><h2>Conversation</h2><p class="caption">Turns as the model saw them: the renderer's ids before each turn (grey), then the generated tokens shaded by the weight version that produced them: ${legend || 'no versions recorded'}. A <span class="bnd">v→v</span> mark stands where an update landed mid-turn. Hover a token for its id, version and log-prob.</p>
+<section class="box"><h2>Conversation</h2><p class="caption">Turns as the model saw them: the renderer's ids before each turn (grey), then the generated tokens shaded by the weight version that produced them: ${legend || 'no versions recorded'}. A <span class="bnd">v→v</span> mark stands where an update landed mid-turn. Hover a token for its index, id, version and the engine's log-prob.</p>
 ${problem}
 ${turns || '<p class="empty">no turns recorded</p>'}</section>
 ${grade}
@@ -269,7 +282,7 @@ ${mismatch}
   const data = o.tokens.kind === 'embedded'
     ? Object.entries(o.tokens.turns).map(([n, html]) => `<script type="application/json" id="turn-data-${n}">${jsonForScript({ html })}</script>`).join('\n')
     : '';
-  return page(`floe view — ${row.rolloutId}`, `${body}\n${data}`, turnScript(o.tokens.kind, o.base ?? '', row.rolloutId));
+  return page(`floe view — ${row.rolloutId}`, `${body}\n${data}`, turnScript(o.tokens.kind, o.base ?? '', row.rolloutId) + TOKEN_HOVER);
 }
 
 /** JSON safe inside a <script> element: no "</script>" or "<!--" can end it early. */
@@ -384,9 +397,9 @@ mark.span{background:#ffb3b3;outline:2px solid #c0392b;border-radius:2px}
 .refusal{background:#fdf0f0;border:1px solid #f0c4c4;border-radius:6px;padding:6px 10px}.refusal .detail{font-family:ui-monospace,monospace;font-size:12px;color:#8a2525}
 .tokens{font:12px/1.6 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:pre-wrap;word-break:break-all;margin:6px 0 10px}
 .tok-in{color:#999;border-left:3px solid #ddd;padding-left:6px;margin-bottom:4px;max-height:160px;overflow:auto}
-.tok-gen{border-left:3px solid #9ab;padding-left:6px}
-.t,.lg{border-radius:2px}.lg{padding:0 4px}${PALETTE.map((_, i) => `.v${i}{background:${versionShade(i)}}`).join('')}.vx{background:#e8e8e8}
-.t.b{outline:2px solid #c0392b}.t.bad{background:#ffb3b3;outline:2px solid #c0392b}
+.tok-gen{border-left:3px solid #9ab;padding-left:6px;max-height:560px;overflow:auto}
+.tok-gen i{font-style:normal;border-radius:2px}.lg{border-radius:2px;padding:0 4px}${PALETTE.map((_, i) => `.v${i}{background:${versionShade(i)}}`).join('')}.vx{background:#e8e8e8}
+.tok-gen i.b{outline:2px solid #c0392b}.tok-gen i.bad{background:#ffb3b3;outline:2px solid #c0392b}
 .bnd{display:inline-block;font:bold 10px/1.2 system-ui,sans-serif;color:#fff;background:#c0392b;border-radius:3px;padding:0 4px;margin:0 2px}
 .outcome{font-size:12px;padding:1px 6px;border-radius:8px}.o-passed .outcome,.outcome.o-passed{background:#dcefd8}.outcome.o-failed,.outcome.o-error{background:#f7dada}.outcome.o-missing,.outcome.o-skipped{background:#eee}
 .chip{display:inline-block;font:11px ui-monospace,monospace;padding:1px 5px;border-radius:6px;margin:1px;text-decoration:none;color:#222}.r-ok{background:#dcefd8}.r-fail{background:#f7dada}.r-none{background:#eee}
