@@ -47,6 +47,9 @@ describe('tokens', () => {
     const one = renderTurnTokens({ turnIndex: 0, inputIds: [], completionIds: bytes('ab'), logprobs: [0, 0], tokenVersions: [2, 2] }, { tokenizer: 'byte' });
     expect(one).not.toContain('class="bnd"');
     expect(renderTurnTokens({ turnIndex: 1, inputIds: [], completionIds: bytes('ab'), logprobs: [0, 0], tokenVersions: [3, 3] }, { tokenizer: 'byte', previousVersion: 2 })).toContain('>v2→v3</span>');
+    // a special id the format gate named is marked among the tokens
+    const bad = renderTurnTokens({ turnIndex: 0, inputIds: [], completionIds: [97, 257, 98], logprobs: [0, 0, 0], tokenVersions: [1, 1, 1] }, { tokenizer: 'byte', badToken: 1 });
+    expect(bad.match(/<i class="[^"]*">[^<]*<\/i>/g)).toEqual(['<i class="v1">a</i>', '<i class="v1 bad">&lt;|bos|&gt;</i>', '<i class="v1">b</i>']);
   });
 });
 
