@@ -257,7 +257,7 @@ describe('floe view', () => {
   it('shows a task across the run, by version, with its retire and revive', async () => {
     const page = await open('task');
     await page.goto(`${url}run/${runId}/task/tA`);
-    expect(await page.locator('tr[data-version]').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.version))).toEqual(['1', '2']);
+    expect(await page.locator('tr[data-version]').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.version))).toEqual(['1', '2', '3']); // v3: the revive, no rollout
     expect(await page.locator('.timeline li').allTextContents()).toEqual([expect.stringContaining('retire mastered'), expect.stringContaining('revive')]);
     await page.screenshot({ path: path.join(outDir, 'task.png'), fullPage: true });
     await page.close();

@@ -327,18 +327,19 @@ export function renderTaskPage(d: { run: ViewRun; taskId: string; rollouts: View
     const v = r.versionStart ?? -1;
     byVersion.set(v, [...(byVersion.get(v) ?? []), r]);
   }
-  const versions = [...byVersion.keys()].sort((a, b) => a - b);
   const mean = (rs: ViewRolloutRow[]) => { const xs = rs.map((r) => r.reward).filter((x): x is number => x !== null); return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null; };
+  const decisions = new Map<number, string[]>();
+  for (const e of d.history.evictions) decisions.set(e.atVersion, [...(decisions.get(e.atVersion) ?? []), e.decision]);
+  // a version with a decision but no rollout (a task retired there) keeps its row
+  const versions = [...new Set([...byVersion.keys(), ...decisions.keys()])].sort((a, b) => a - b);
   const ofPurpose = (p: string) => versions.map((v): [number, number | null] => [v, mean((byVersion.get(v) ?? []).filter((r) => r.purpose === p))]).filter((x) => x[1] !== null);
   const chart = lineChart({
     label: `${d.taskId}: mean reward by version`, xLabel: 'policy version (of the first token)', yLabel: 'mean reward', y: [0, 1], integerX: true, height: 240,
     lines: ([{ name: 'train', points: ofPurpose('train'), color: PALETTE[0] }, { name: 'recheck', points: ofPurpose('recheck'), color: PALETTE[2], style: 'dashed' },
       { name: 'eval', points: ofPurpose('eval'), color: PALETTE[4], style: 'dashed' }] as Series[]).filter((s) => s.points.length),
   });
-  const decisions = new Map<number, string[]>();
-  for (const e of d.history.evictions) decisions.set(e.atVersion, [...(decisions.get(e.atVersion) ?? []), e.decision]);
   const rows = versions.map((v) => {
-    const rs = byVersion.get(v)!;
+    const rs = byVersion.get(v) ?? [];
     const m = mean(rs);
     return `<tr data-version="${v}"><td class="num">${v < 0 ? '–' : `v${v}`}</td><td>${rs.map((r) => `<a class="chip r-${r.reward === null ? 'none' : r.reward >= 1 ? 'ok' : 'fail'}" href="${d.base}rollout/${encodeURIComponent(r.rolloutId)}" title="${esc(`${r.purpose} · ${gateKey(r)} · ${fate(r)}`)}">${esc(r.purpose[0])}${r.reward === null ? '·' : fmtNum(r.reward)}</a>`).join(' ')}</td>
 <td class="num">${m === null ? '–' : fmtNum(m)}</td><td>${(decisions.get(v) ?? []).map((x) => `<span class="decision d-${esc(x)}">${esc(x.replace(/_/g, ' '))}</span>`).join(' ')}</td></tr>`;

@@ -138,6 +138,8 @@ describe('pages', () => {
       evictions: [{ atVersion: 1, decision: 'retire_mastered', evidence: [1, 1] }, { atVersion: 5, decision: 'revive', evidence: [0] }],
       evaluations: [{ label: 'start', version: 0, k: 4, solved: 2, attempts: 4, pass1: 0.5 }], state: 'active' } });
     expect(html.match(/<tr data-version="\d+">/g)).toEqual(['<tr data-version="1">', '<tr data-version="5">']);
+    expect(renderTaskPage({ run, taskId: 'tA', rollouts: rs.slice(0, 1), base: '', history: { evictions: [{ atVersion: 3, decision: 'retire_hopeless', evidence: [] }], evaluations: [], state: null } }).match(/<tr data-version="\d+">/g))
+      .toEqual(['<tr data-version="1">', '<tr data-version="3">']);
     expect(html).toMatch(/<tr data-version="1">[\s\S]*?0\.5<\/td><td><span class="decision d-retire_mastered">/);
     expect(html).toContain('d-revive');
     expect(html).toContain('<svg');
