@@ -176,7 +176,8 @@ export function renderListPage(d: { run: ViewRun; rollouts: ViewRolloutRow[]; li
   const gates = uniq(rs.flatMap((r) => (r.gate === 'format' ? ['format', gateKey(r)] : [gateKey(r)])));
   const filters = `<section class="filters">
 ${sel('task', 'task', uniq(rs.map((r) => r.taskId)))}
-${sel('update', 'version', uniq(rs.map((r) => (r.versionStart === null ? '–' : String(r.versionStart)))).sort((a, b) => Number(a) - Number(b)))}
+${sel('purpose', 'purpose', uniq(rs.map((r) => r.purpose)))}
+${sel('update', 'version (first token)', uniq(rs.map((r) => (r.versionStart === null ? '–' : String(r.versionStart)))).sort((a, b) => Number(a) - Number(b)))}
 ${sel('gate', 'gate reason', gates)}
 ${sel('reward', 'reward', uniq(rs.map((r) => (r.reward === null ? '–' : String(r.reward)))))}
 ${sel('staleness', 'staleness', uniq(rs.map((r) => (r.staleness === null ? '–' : String(r.staleness)))))}
@@ -187,7 +188,7 @@ ${sel('fate', 'fate', ['trained', 'discarded', 'not trained'])}
   const rows = rs.map((r) => {
     const wf = r.workflowId ? d.links.workflow(r.workflowId) : null;
     const fateKey = r.batchVersion !== null ? 'trained' : r.status === 'discarded' ? 'discarded' : 'not trained';
-    return `<tr data-task="${esc(r.taskId)}" data-update="${r.versionStart ?? '–'}" data-gate="${esc(gateKey(r))}" data-reward="${r.reward ?? '–'}" data-staleness="${r.staleness ?? '–'}" data-engine="${esc(r.engines.join(' '))}" data-flag="${esc(r.shortcutFlags.length ? r.shortcutFlags.join(' ') : 'none')}" data-fate="${fateKey}">
+    return `<tr data-task="${esc(r.taskId)}" data-purpose="${esc(r.purpose)}" data-update="${r.versionStart ?? '–'}" data-gate="${esc(gateKey(r))}" data-reward="${r.reward ?? '–'}" data-staleness="${r.staleness ?? '–'}" data-engine="${esc(r.engines.join(' '))}" data-flag="${esc(r.shortcutFlags.length ? r.shortcutFlags.join(' ') : 'none')}" data-fate="${fateKey}">
 <td><a href="rollout/${encodeURIComponent(r.rolloutId)}"><code>${esc(r.rolloutId)}</code></a></td><td><a href="task/${encodeURIComponent(r.taskId)}">${esc(r.taskId)}</a></td>
 <td>${esc(r.purpose)}</td><td>${esc(versionRange(r))}</td><td class="num">${fmtReward(r.reward)}</td><td><span class="gate g-${esc(r.gate ?? 'none')}">${esc(gateKey(r))}</span></td>
 <td class="num">${r.staleness ?? '–'}</td><td>${esc(r.engines.join(', ') || '–')}</td><td>${esc(r.shortcutFlags.join(', ') || '–')}</td><td>${esc(fate(r))}</td>
