@@ -142,17 +142,18 @@ async function main(argv: string[]): Promise<number> {
       const { readOnlyPool } = await import('../store/rolloutView.js');
       const { exportRollout, startViewer } = await import('../report/viewer/server.js');
       const links = { workflow: (id: string) => webUiLink(s, id) };
+      const tokenizers = { home: s.home, repoRoot };
       const db = readOnlyPool(s.postgres.url);
       const exported = flag(p, 'export');
       if (exported !== undefined) {
         const out = flag(p, 'out');
         if (!out) throw new UsageError('floe view --export ROLLOUT_ID needs --out FILE (the HTML file to write)');
-        try { fs.writeFileSync(out, await exportRollout(db, exported, links)); } finally { await db.end(); }
+        try { fs.writeFileSync(out, await exportRollout(db, exported, links, tokenizers)); } finally { await db.end(); }
         console.log(`rollout ${exported} → ${out}`);
         return 0;
       }
       if (flag(p, 'out') !== undefined) throw new UsageError('--out goes with --export ROLLOUT_ID');
-      const viewer = await startViewer(db, { runId: p.positional[0], port: Number(port), links });
+      const viewer = await startViewer(db, { runId: p.positional[0], port: Number(port), links, tokenizers });
       console.log(`floe view  ${viewer.url}  (127.0.0.1 only, read-only on ${s.postgres.database}; Ctrl-C ends it)`);
       await new Promise<void>((resolve) => { process.once('SIGINT', resolve); process.once('SIGTERM', resolve); });
       await viewer.close();

@@ -20,19 +20,58 @@ export interface ViewLinks { workflow: (workflowId: string) => string | null }
 
 // ---------- tokens
 
+/** A Hugging Face tokenizer's pieces (tokenizer.json: the model's vocabulary and the added
+ *  tokens), read by the server from the run's tokenizer folder; byteLevel: pieces are written in
+ *  GPT-2's byte-to-unicode alphabet (the ByteLevel decoder: 'Ġ' is a space, 'Ċ' a newline). */
+export interface TokenPieces { byId: ReadonlyMap<number, string>; byteLevel: boolean; special: ReadonlySet<number> }
+
 /** Text of one token id for people. The byte tokenizer (the tiny policy's, engine/floe_engine/
  *  tokenizer.py: ids 0–255 are bytes, 256 EOS, 257 BOS, 258 PAD) is decoded here; another
- *  tokenizer's pieces are not stored in Postgres, so its tokens show as their ids (the turn's
- *  text is shown above them). */
-export function tokenText(id: number, tokenizer: string): string {
-  if (tokenizer !== 'byte') return `#${id}`;
+ *  tokenizer's ids through its pieces when the server could read them, else as `#id` (the
+ *  turn's text is shown above them). */
+export function tokenText(id: number, tokenizer: string, pieces: TokenPieces | null = null): string {
+  if (tokenizer !== 'byte') {
+    const piece = pieces?.byId.get(id);
+    if (piece === undefined) return `#${id}`;
+    if (!pieces!.byteLevel || pieces!.special.has(id)) return piece;
+    return visible(byteLevelBytes(piece));
+  }
   if (id === 256) return '<|eos|>';
   if (id === 257) return '<|bos|>';
   if (id === 258) return '<|pad|>';
-  if (id === 10) return '↵\n';
-  if (id === 9) return '→';
-  if (id >= 32 && id < 127) return String.fromCharCode(id);
-  return `\\x${id.toString(16).padStart(2, '0')}`;
+  return visible([id]);
+}
+
+/** Bytes as text: strict UTF-8 where it decodes (a token may hold part of a character: then
+ *  each byte shows as \xNN), newline as ↵ and a line break, tab as →, control bytes as \xNN. */
+function visible(bytes: number[]): string {
+  let text: string;
+  try { text = new TextDecoder('utf-8', { fatal: true }).decode(new Uint8Array(bytes)); } catch { return bytes.map(hex).join(''); }
+  return [...text].map((c) => {
+    const k = c.codePointAt(0)!;
+    return c === '\n' ? '↵\n' : c === '\t' ? '→' : k < 32 || k === 127 ? hex(k) : c;
+  }).join('');
+}
+const hex = (b: number) => `\\x${b.toString(16).padStart(2, '0')}`;
+
+/** GPT-2's bytes_to_unicode, inverted: the byte each character of a ByteLevel piece stands for
+ *  (printable Latin-1 stands for itself; the other 68 bytes were moved to U+0100 and up). */
+const BYTE_OF: ReadonlyMap<string, number> = (() => {
+  const keep: number[] = [];
+  for (let b = 33; b <= 126; b++) keep.push(b);
+  for (let b = 161; b <= 172; b++) keep.push(b);
+  for (let b = 174; b <= 255; b++) keep.push(b);
+  const m = new Map<string, number>();
+  let n = 0;
+  for (let b = 0; b < 256; b++) {
+    if (keep.includes(b)) m.set(String.fromCharCode(b), b);
+    else m.set(String.fromCharCode(256 + n++), b);
+  }
+  return m;
+})();
+
+export function byteLevelBytes(piece: string): number[] {
+  return [...piece].flatMap((c) => { const b = BYTE_OF.get(c); return b === undefined ? [...new TextEncoder().encode(c)] : [b]; });
 }
 
 /** Background of a weight version: one light shade per version, repeating every 10. */
@@ -58,10 +97,10 @@ export function versionBoundaries(versions: readonly number[], previous: number 
  *  id inside the turn). Each token is a bare <i> (a 64k-token rollout stays a few MB); its id,
  *  version and engine log-prob are comma lists on the container, which the page's hover reads
  *  (TOKEN_HOVER) to title the token under the pointer. */
-export function renderTurnTokens(t: ViewTurnTokens, opts: { tokenizer: string; previousVersion?: number | null; badToken?: number | null }): string {
+export function renderTurnTokens(t: ViewTurnTokens, opts: { tokenizer: string; pieces?: TokenPieces | null; previousVersion?: number | null; badToken?: number | null }): string {
   const parts: string[] = [];
   parts.push(`<div class="tok-in" title="ids the renderer added before this turn (not generated: no version, no log-prob)">`);
-  for (const id of t.inputIds) parts.push(esc(tokenText(id, opts.tokenizer)));
+  for (const id of t.inputIds) parts.push(esc(tokenText(id, opts.tokenizer, opts.pieces)));
   const lp = t.completionIds.map((_, i) => (t.logprobs[i] === undefined ? '' : String(Math.round(t.logprobs[i] * 1e4) / 1e4)));
   const vs = t.completionIds.map((_, i) => t.tokenVersions[i] ?? -1);
   parts.push(`</div><div class="tok-gen" data-ids="${t.completionIds.join(',')}" data-vs="${vs.join(',')}" data-lp="${lp.join(',')}">`);
@@ -71,7 +110,7 @@ export function renderTurnTokens(t: ViewTurnTokens, opts: { tokenizer: string; p
     const v = vs[i];
     if (bounds.has(i)) parts.push(`<span class="bnd" title="weight update: tokens before were made by v${prev}, from here by v${v}">v${prev}→v${v}</span>`);
     const cls = `v${v >= 0 ? v % PALETTE.length : 'x'}${bounds.has(i) ? ' b' : ''}${opts.badToken === i ? ' bad' : ''}`;
-    parts.push(`<i class="${cls}">${esc(tokenText(id, opts.tokenizer))}</i>`);
+    parts.push(`<i class="${cls}">${esc(tokenText(id, opts.tokenizer, opts.pieces))}</i>`);
     prev = v;
   });
   parts.push('</div>');

@@ -28,6 +28,13 @@ describe('tokens', () => {
     expect(tokenText(97, 'builtin:qwen3')).toBe('#97');
   });
 
+  it('shows a byte-level BPE tokenizer\'s ids as their pieces\' text', () => {
+    const pieces = { byId: new Map([[1, 'Ġhello'], [2, 'Ċ'], [3, 'Ã©'], [4, '<|im_end|>'], [5, 'Ã'], [6, 'ĠĠ']]), special: new Set([4]), byteLevel: true };
+    expect([1, 2, 3, 4, 5, 6, 7].map((i) => tokenText(i, 'builtin:qwen3.6', pieces))).toEqual([' hello', '↵\n', 'é', '<|im_end|>', '\\xc3', '  ', '#7']);
+    // the control: pieces of a tokenizer without the ByteLevel decoder are shown as they are
+    expect(tokenText(1, 'some/folder', { ...pieces, byteLevel: false })).toBe('Ġhello');
+  });
+
   it('finds where the weight version changes, within a turn and from the turn before', () => {
     expect(versionBoundaries([2, 2, 3, 3, 4])).toEqual([2, 4]);
     expect(versionBoundaries([3, 3], 2)).toEqual([0]);
