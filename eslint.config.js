@@ -42,6 +42,24 @@ function layerRule(dir) {
   };
 }
 
+/** The viewer's pages (report/viewer/, all but its server) are rendered from plain data and unit
+ *  tested without a server: no Node API there either, on top of the report layer's rule (a rule's
+ *  options replace the earlier block's, so the layer's patterns are repeated). */
+function pureViewerRule() {
+  const layer = layerRule('report');
+  const [, options] = layer.rules['@typescript-eslint/no-restricted-imports'];
+  return {
+    files: ['report/viewer/**/*.ts'],
+    ignores: ['report/viewer/server.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        ...options,
+        paths: nodeBuiltins.map((name) => ({ name, message: 'report/viewer/ renders pages from plain data (unit-tested without a server): no Node APIs; I/O belongs in report/viewer/server.ts.' })),
+      }],
+    },
+  };
+}
+
 export default tseslint.config(
   { ignores: ['node_modules/**', '.floe/**', 'engine/**', 'test/out/**', 'bench/out/**', 'runs/**', 'tasks/toy/**/repo/**'] },
   ...tseslint.configs.recommended,
@@ -55,4 +73,5 @@ export default tseslint.config(
     },
   },
   ...LAYERS.flat().map(layerRule),
+  pureViewerRule(),
 );

@@ -40,6 +40,10 @@ usage:
                                                           (one task id per line, or a JSON array), toy, pool:RUN_ID
                                                           or heldout:RUN_ID; --tasks again adds a list
   floe report <run-id> [--out DIR]                        static HTML report + summary.json of a run
+  floe view [run-id] [--port N] [--export ROLLOUT_ID --out FILE]
+                                                          the rollout viewer on 127.0.0.1 (read-only on Postgres):
+                                                          each token's weight version, gate refusals, test outcomes;
+                                                          --export writes one rollout as a single offline HTML file
   floe config docs [--write]                              the run config reference: every field's type, default
                                                           and meaning, from its schema (core/config.ts); --write
                                                           writes ${CONFIG_DOC_FILE}
@@ -129,6 +133,31 @@ async function main(argv: string[]): Promise<number> {
       const { html, json } = await writeReport(dbPool(s.postgres.url), runId, out);
       await closeDbPool();
       console.log(`report  ${html}\nsummary ${json}`);
+      return 0;
+    }
+    case 'view': {
+      const p = parseArgs(rest, { port: 'value', export: 'value', out: 'value' });
+      const port = flag(p, 'port') ?? '8240';
+      if (!/^\d+$/.test(port) || Number(port) > 65535) throw new UsageError(`--port must be a port number from 0 to 65535 (got '${port}')`);
+      const { readOnlyPool } = await import('../store/rolloutView.js');
+      const { exportRollout, startViewer } = await import('../report/viewer/server.js');
+      const links = { workflow: (id: string) => webUiLink(s, id) };
+      const tokenizers = { home: s.home, repoRoot };
+      const db = readOnlyPool(s.postgres.url);
+      const exported = flag(p, 'export');
+      if (exported !== undefined) {
+        const out = flag(p, 'out');
+        if (!out) throw new UsageError('floe view --export ROLLOUT_ID needs --out FILE (the HTML file to write)');
+        try { fs.writeFileSync(out, await exportRollout(db, exported, links, tokenizers)); } finally { await db.end(); }
+        console.log(`rollout ${exported} → ${out}`);
+        return 0;
+      }
+      if (flag(p, 'out') !== undefined) throw new UsageError('--out goes with --export ROLLOUT_ID');
+      const viewer = await startViewer(db, { runId: p.positional[0], port: Number(port), links, tokenizers });
+      console.log(`floe view  ${viewer.url}  (127.0.0.1 only, read-only on ${s.postgres.database}; Ctrl-C ends it)`);
+      await new Promise<void>((resolve) => { process.once('SIGINT', resolve); process.once('SIGTERM', resolve); });
+      await viewer.close();
+      await db.end();
       return 0;
     }
     case 'engine': {

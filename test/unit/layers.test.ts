@@ -32,6 +32,16 @@ describe('TypeScript layers', () => {
     expect(await lintPlanted('client/zz_planted_layer_violation.ts', up)).toEqual([]);
   }, 120_000);
 
+  it('the viewer\'s pages import no Node API (its server may)', async () => {
+    const nodeImport = "import fs from 'node:fs';\nexport const seen = fs;\n";
+    expect(await lintPlanted('report/viewer/zz_planted_layer_violation.ts', nodeImport)).toEqual([expect.stringMatching(/report\/viewer\/ renders pages from plain data/)]);
+    // the layer rule still holds there
+    expect(await lintPlanted('report/viewer/zz_planted_layer_violation.ts', "import { UsageError } from '../../cli/args.js';\nexport const seen = UsageError;\n"))
+      .toEqual([expect.stringMatching(/report\/ is below .*cli/)]);
+    // the control: the same import elsewhere in report/ passes
+    expect(await lintPlanted('report/zz_planted_layer_violation.ts', nodeImport)).toEqual([]);
+  }, 120_000);
+
   it('workflows may import activities for their types only', async () => {
     expect(await lintPlanted('workflows/zz_planted_layer_violation.ts', "import type { DbActivities } from '../activities/db.js';\nexport type Seen = DbActivities;\n")).toEqual([]);
     expect(await lintPlanted('workflows/zz_planted_layer_violation.ts', "import { createDbActivities } from '../activities/db.js';\nexport const seen = createDbActivities;\n"))
