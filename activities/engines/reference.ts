@@ -1,4 +1,4 @@
-import { EngineHttpError, type EngineKind, type ProbeVerdict } from './adapter.js';
+import { EngineHttpError, reportedContextLength, type EngineKind, type ProbeVerdict } from './adapter.js';
 import { VllmAdapter, verdictOf, type CompletionChoice } from './vllm.js';
 
 /** floe's reference engine (engine/floe_engine/inference_server.py): vLLM's completion
@@ -25,6 +25,14 @@ export class ReferenceAdapter extends VllmAdapter {
   /** Its weight_versions are per-token integers, not labelled spans. */
   protected override labelsOf(): string[] | null {
     return null;
+  }
+
+  /** GET /health → max_model_len (the policy's context). */
+  override async contextLength(): Promise<number | null> {
+    return reportedContextLength(this.endpoint, async () => {
+      const h = await this.json<{ max_model_len?: unknown } | null>('/health', { timeoutMs: 10_000 });
+      return typeof h?.max_model_len === 'number' && Number.isInteger(h.max_model_len) && h.max_model_len > 0 ? h.max_model_len : null;
+    });
   }
 
   /** A paused reference engine queues new requests; it never refuses them for a pause. */
