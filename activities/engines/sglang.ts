@@ -63,6 +63,7 @@ const FLUSH_WAIT_S = 30;
  *  paused or busy, not a dead one (a hung scheduler is SGLang's own watchdog's to kill:
  *  --watchdog-timeout takes the whole server down). */
 const HEALTH_TIMEOUT_MS = 5_000;
+const PROBE_HEALTH_TIMEOUT_MS = 30_000;
 
 /** meta_info.finish_reason: BaseFinishReason.to_json() (schedule_batch.py) or, for a request
  *  aborted while queued, the tokenizer manager's {type: 'abort', message}. */
@@ -314,7 +315,8 @@ export class SglangAdapter implements EngineAdapter {
     } else {
       try {
         const t0 = Date.now();
-        const body = await engineHttp(this.endpoint, '/health', { timeoutMs: HEALTH_TIMEOUT_MS });
+        // the probe reads /health itself, as long as SGLang may take over it (SGLANG_HEALTH_CHECK_TIMEOUT, 20 s)
+        const body = await engineHttp(this.endpoint, '/health', { timeoutMs: PROBE_HEALTH_TIMEOUT_MS });
         const version = await this.serverVersion();
         const vnote = version === null ? '' : version === SGLANG_VERSION ? `; SGLang ${version}` : `; SGLang ${version} (floe's adapter is written against ${SGLANG_VERSION})`;
         out.push({ capability: 'health', ok: true, detail: `GET /health: 200 with ${body.length ? `a ${body.length}-byte body` : 'an empty body'} in ${Date.now() - t0} ms${vnote}` });
