@@ -266,11 +266,16 @@ describe('VllmAdapter against the vLLM double', () => {
   it('every tensor-parallel worker loads through reload_weights; vLLM\'s built-in reload_weights answers beside floe\'s method', async () => {
     const d = await double({ tensorParallel: 2 });
     const vllm = new VllmAdapter(endpoint(d.url));
-    await vllm.loadWeights(launch, 0);
+    await vllm.loadWeights(launch, 0, { verified: true });
     expect(d.reloads).toBe(2);
+    // verified by the caller on this node: the workers do not hash it again; otherwise they do
+    await vllm.loadWeights(launch, 0);
+    const bodies = d.requests.filter((x) => x.route === '/collective_rpc').map((x) => (x.body as { kwargs: unknown }).kwargs);
+    expect(bodies).toEqual([{ version: 0, verify: false }, { version: 0 }]);
+    expect(d.reloads).toBe(4);
     const builtin = await raw(d.url, '/collective_rpc', { method: 'reload_weights', kwargs: { weights_path: launch, is_checkpoint_format: true } });
     expect([builtin.status, builtin.json]).toEqual([200, { results: [null, null] }]);
-    expect(d.reloads).toBe(4);
+    expect(d.reloads).toBe(6);
   });
 
   it('pause leaves the caches to floe (clear_cache=false, sent); the flush includes the connector\'s cache (reset_external=true)', async () => {

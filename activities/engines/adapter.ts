@@ -112,7 +112,13 @@ export interface EngineAdapter {
   /** Load the published model folder as `version` (the folder's checksums were verified by the caller).
    *  `keepCache` (recipe.cacheRebuild off): an engine that rebuilds in place keeps its caches
    *  (paused engines keep theirs by floe not flushing them). */
-  loadWeights(folder: string, version: number, opts?: { keepCache?: boolean }): Promise<{ loadMs: number }>;
+  loadWeights(folder: string, version: number, opts?: {
+    keepCache?: boolean;
+    /** The caller checked the folder's checksums on the engine's node just now
+     *  (activities/gpu.ts: verifiedOnce): an engine that would hash it again in every
+     *  tensor-parallel worker (floe_vllm's floe_load_folder) skips that. */
+    verified?: boolean;
+  }): Promise<{ loadMs: number }>;
   /** Stop generating and abort every request in flight (they answer finishReason 'abort'
    *  with the ids generated so far where the server returns them). */
   pause(): Promise<void>;

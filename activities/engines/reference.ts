@@ -43,7 +43,7 @@ export class ReferenceAdapter extends VllmAdapter {
   /** POST /update_weights {path, version[, keep_cache: true]} → {ok, version, load_ms, rebuilt_sequences, timings}.
    *  keep_cache (recipe.cacheRebuild off): running sequences keep the K/V the old weights
    *  computed and the prefix cache keeps its entries. */
-  override async loadWeights(folder: string, version: number, opts?: { keepCache?: boolean }): Promise<{ loadMs: number }> {
+  override async loadWeights(folder: string, version: number, opts?: { keepCache?: boolean; verified?: boolean }): Promise<{ loadMs: number }> {
     const started = Date.now();
     const body = opts?.keepCache === true ? { path: folder, version, keep_cache: true } : { path: folder, version };
     const r = await this.json<{ ok?: boolean; version?: number; load_ms?: number } | null>('/update_weights', { body, timeoutMs: 30 * 60_000 });

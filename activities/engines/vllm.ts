@@ -235,11 +235,15 @@ export class VllmAdapter implements EngineAdapter {
    *  {method, args, kwargs, timeout} (serve/dev/rpc/api_router.py: args and kwargs reach the
    *  method as given; the answer is {results: [one per worker]}). `version` makes the extension
    *  refuse a folder that holds another version; vLLM itself keeps no version of floe's. */
-  async loadWeights(folder: string, version: number): Promise<{ loadMs: number }> {
+  async loadWeights(folder: string, version: number, opts: { keepCache?: boolean; verified?: boolean } = {}): Promise<{ loadMs: number }> {
     const started = Date.now();
     let r: { results?: unknown[] } | null;
+    // every tensor-parallel worker runs floe_load_folder and would hash the whole folder again;
+    // a folder the caller verified on this node is loaded with verify=False (a resync from a
+    // control worker elsewhere has not verified it: the workers do)
+    const kwargs = opts.verified === true ? { version, verify: false } : { version };
     try {
-      r = await this.json('/collective_rpc', { body: { method: 'floe_load_folder', args: [folder], kwargs: { version } }, timeoutMs: 30 * 60_000, fix: VLLM_FIX.devMode });
+      r = await this.json('/collective_rpc', { body: { method: 'floe_load_folder', args: [folder], kwargs }, timeoutMs: 30 * 60_000, fix: VLLM_FIX.devMode });
     } catch (err) {
       throw this.withExtensionFix(err);
     }
