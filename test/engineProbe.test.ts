@@ -120,8 +120,9 @@ describe('floe engine probe', () => {
     doubles.push(v, s);
     for (const d of [v, s]) {
       const bad = await floe(['engine', 'probe', d.url], { FLOE_ENGINE_KEY_PROBE: '' });
-      expect(bad.code).not.toBe(0);
-      expect(bad.stdout + bad.stderr).toContain('export FLOE_ENGINE_KEY_PROBE=<key>');
+      expect(bad.code).toBe(1);
+      expect(verdicts(bad.stdout).generate).toBe('FAIL');
+      expect(bad.stdout).toMatch(/→ the server wants an API key .*export FLOE_ENGINE_KEY_PROBE=<key>/);
       const ok = await floe(['engine', 'probe', d.url], { FLOE_ENGINE_KEY_PROBE: key });
       expect(ok.code).toBe(0);
       expect(allOk(verdicts(ok.stdout))).toEqual(Object.fromEntries(CORE.map((c) => [c, 'ok'])));

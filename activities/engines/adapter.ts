@@ -73,7 +73,7 @@ export class EngineHttpError extends Error {
  *  credentials in endpoint URLs. Sent as `Authorization: Bearer <key>`, which both servers check
  *  (vLLM 0.34.0 --api-key / VLLM_API_KEY: vllm/entrypoints/serve/middleware/authenticate.py,
  *  routes under /v1 only; SGLang 0.5.23 --api-key: python/sglang/srt/utils/auth.py, every route
- *  but /health* and /metrics). */
+ *  but /health*, /ready* and /metrics*). */
 export function engineKeyEnv(engineId: string): string {
   return `FLOE_ENGINE_KEY_${engineId.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`;
 }

@@ -1,4 +1,4 @@
-import { adapterFor, apiKeyFix, EngineHttpError, engineKeyEnv, type EngineEndpoint, type EngineKind, type ProbeVerdict } from './index.js';
+import { adapterFor, EngineHttpError, engineKeyEnv, type EngineEndpoint, type EngineKind, type ProbeVerdict } from './index.js';
 
 /** `floe engine probe`: which server answers at a url, and what each capability floe needs
  *  does there. Nothing here changes the weights an engine serves. */
@@ -26,11 +26,13 @@ export async function detectKind(url: string): Promise<EngineKind> {
   if (health.status === 0) throw new EngineHttpError('probe', 0, '/health', `nothing answers at ${url}`, 'start the server, or check the url and port');
   const h = health.body as { tokenizer?: unknown; version?: unknown } | null;
   if (h && typeof h === 'object' && 'tokenizer' in h && 'version' in h) return 'reference';
+  // under --api-key both leave /health open; SGLang guards /get_model_info (vLLM has no such
+  // route: 404), vLLM guards /v1: a 401 there still tells which server it is, and the probe's
+  // checks then fail with the variable to set
   const info = await getJson(url, '/get_model_info');
-  if (info.status === 200) return 'sglang';
+  if (info.status === 200 || info.status === 401) return 'sglang';
   const models0 = await getJson(url, '/v1/models');
-  // both servers leave /health open under --api-key; SGLang guards /get_model_info, vLLM /v1
-  if (info.status === 401 || models0.status === 401) throw new EngineHttpError('probe', 401, models0.status === 401 ? '/v1/models' : '/get_model_info', `the server at ${url} wants an API key`, apiKeyFix('probe'));
+  if (models0.status === 401) return 'vllm';
   const models = models0.body as { data?: { owned_by?: string }[] } | null;
   if (models?.data?.some((m) => m.owned_by === 'vllm')) return 'vllm';
   throw new EngineHttpError('probe', health.status, '/health', `cannot tell which server answers at ${url} (not floe's reference engine, no SGLang /get_model_info, no vLLM-owned model in /v1/models)`, 'pass --kind reference|vllm|sglang');

@@ -28,7 +28,7 @@ import type { AddressInfo, Socket } from 'node:net';
  *               input_token_logprobs (prefill, logprob_start_len >= 0) come from
  *               python/sglang/srt/layers/logits_processor.py, with no temperature
  *    [auth]     python/sglang/srt/utils/auth.py: with --api-key every route but /health*,
- *               /metrics needs `Authorization: Bearer <key>` (401 {"error": "Unauthorized"})
+ *               /ready*, /metrics* needs `Authorization: Bearer <key>` (401 {"error": "Unauthorized"})
  *  Not reproduced (501 or 400 naming the double): streaming, batches (a list of prompts or
  *  of sampling_params), n > 1, the OpenAI-compatible routes (/v1/completions, /v1/chat/...:
  *  SGLang has them, floe does not use them), LoRA, multimodal input. `text` is the backend's
@@ -589,8 +589,8 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
         res.writeHead(r.status, { ...(r.type ? { 'content-type': r.type } : {}), 'content-length': Buffer.byteLength(r.body) });
         res.end(r.body);
       };
-      // [auth] decide_request_auth: /health*, /metrics are always allowed
-      const open = url.pathname.startsWith('/health') || url.pathname.startsWith('/metrics');
+      // [auth] decide_request_auth: /health*, /ready*, /metrics* are always allowed
+      const open = ['/health', '/ready', '/metrics'].some((p) => url.pathname.startsWith(p));
       if (opts.apiKey && !open && req.headers.authorization !== `Bearer ${opts.apiKey}`) return send(json(401, { error: 'Unauthorized' }));
       const byMethod = routes.get(url.pathname);
       const h = byMethod?.get(req.method ?? 'GET');
