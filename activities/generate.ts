@@ -8,7 +8,7 @@ import type { RouterPolicy } from '../core/router.js';
 import { endsTurn, nextPrompt, renderDrift, type RenderDrift, type TurnTokens } from '../core/tokenPath.js';
 import { randomUUID } from 'node:crypto';
 import { abortedByUpdate, attribute, emptyTurn, labelsAgree, extendTurn, MAX_REQUESTS_PER_TURN, resubmission, servable, type EngineWeights, type TurnSoFar } from '../core/weightVersions.js';
-import { adapterFor, EngineHttpError, type EngineEndpoint, type FinishReason, type GenerateResult } from './engines/index.js';
+import { adapterFor, answersHealth, EngineHttpError, type EngineEndpoint, type FinishReason, type GenerateResult } from './engines/index.js';
 import { answerEngineRequest, claimEngineResync, getEngineEpoch, getEngineWeights, insertEngineEvent, insertEngineRequest, markEngineUnknown, releaseEngineResync, setEngineServing, type RequestOutcome } from '../store/engines.js';
 import { listTurnHistory, upsertTurnTokens } from '../store/rollouts.js';
 import { getProblemStatement } from '../store/tasks.js';
@@ -39,6 +39,9 @@ export interface GenerateTurnInput {
   render: RenderSpec;
   systemPrompt: string;
   sampling: { temperature: number; topP: number; maxTokensPerTurn: number };
+  /** How long one generation request may take before floe stops waiting (config
+   *  engines.generateTimeoutSeconds; absent in histories from before it: 300 s). */
+  generateTimeoutSeconds?: number;
   seed?: number;
   /** A frozen-weight evaluation's version: ids any other version made are dropped (never
    *  scored), the engine is loaded again with the weights floe recorded for it, and the
@@ -65,6 +68,8 @@ export type GeneratedTurn =
   | { kind: 'prompt_too_long'; engineId: string; detail: string };
 
 const MAX_TEXT_IN_HISTORY = 8192;
+/** engines.generateTimeoutSeconds' default (core/config.ts), for inputs from before the field. */
+const DEFAULT_GENERATE_TIMEOUT_S = 300;
 
 function heartbeat(): void {
   try { Context.current().heartbeat(); } catch { /* called outside an activity (tests) */ }
@@ -142,17 +147,23 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
         res = await adapter.generate({
           requestId, promptIds: next.promptIds, maxTokens: next.maxTokens, temperature: input.sampling.temperature, topP: input.sampling.topP,
           seed: input.seed === undefined ? undefined : input.seed + 1000 * seq, stopTokenIds: r.info.stop_token_ids, user: input.rolloutId,
-        }, { timeoutMs: 300_000 });
+        }, { timeoutMs: (input.generateTimeoutSeconds ?? DEFAULT_GENERATE_TIMEOUT_S) * 1000 });
       } catch (err) {
-        placed.done(!(err instanceof EngineHttpError) || err.status === 400);
-        await answered(requestId, null, null, 'failed', { error: (err as Error).message });
-        if (err instanceof EngineHttpError && err.status === 400 && /context|too long|length/i.test(err.message)) {
+        const slow = err instanceof EngineHttpError && err.timedOut && await answersHealth(adapter);
+        placed.done(!(err instanceof EngineHttpError) || err.status === 400 || slow);
+        await answered(requestId, null, null, 'failed', { error: (err as Error).message, ...(slow ? { slow: true } : {}) });
+        if (err instanceof EngineHttpError && err.promptTooLong) {
+          // floe's cap (core/requestFit.ts) or the server's own 400: the same ending on every engine
           return { kind: 'prompt_too_long', engineId: engine.id, detail: err.message };
         }
         if (err instanceof EngineHttpError && err.unreachable) {
-          // no answer: a timed-out request may still be generating there; a server that went away may come back with other weights
+          // a timed-out request may still be generating there: abort it either way
           await adapter.abort([requestId]).catch(() => undefined);
-          await markEngineUnknown(pool, engine);
+          // A timeout on a server that answers its health route is a slow request, not a dead
+          // engine: resyncing it would pause it, abort every request in flight and reload the
+          // weights it already serves. Only a server that does not answer (it went away and may
+          // come back with its launch weights) is marked for a resync.
+          if (!slow) await markEngineUnknown(pool, engine);
         }
         await insertEngineEvent(pool, { runId: input.runId, engineId: engine.id, event: 'failed', detail: { error: (err as Error).message, requestId } });
         tried.push(engine.id);

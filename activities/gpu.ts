@@ -177,7 +177,7 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
         } else {
           await beginEngineUpdate(pool, input.runId, input.engine);
           await timed('pause_ms', () => adapter.pause());
-          await timed('load_ms', () => adapter.loadWeights(folder, input.version));
+          await timed('load_ms', () => adapter.loadWeights(folder, input.version, { verified: true })); // verifiedOnce above, on this node
           if (!keepCache) await timed('flush_ms', () => adapter.flushCache()); // recipe.cacheRebuild off: the prefix cache keeps the old weights' K/V
         }
         await setEngineServing(pool, input.runId, input.engine, input.version, folder);

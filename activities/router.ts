@@ -1,5 +1,5 @@
 import { newRouterState, outstanding, pickEngine, recordFailure, recordSuccess, releaseRollout, type EngineLoad, type Health, type RouterPolicy } from '../core/router.js';
-import { adapterFor, EngineHttpError, type EngineEndpoint } from './engines/index.js';
+import { adapterFor, answersHealth, EngineHttpError, type EngineEndpoint } from './engines/index.js';
 
 /** The live side of the router, one per control worker process: scrapes engine load (cached
  *  briefly), counts floe's own in-flight requests, tracks health, and applies the pure
@@ -38,7 +38,9 @@ export class LiveRouter {
       } catch (err) {
         l.load = { running: 0, waiting: 0, at: now };
         l.health = recordFailure(l.health, this.unhealthyAfter);
-        if (err instanceof EngineHttpError && err.unreachable) await this.onUnreachable?.(e);
+        // a scrape that timed out on a server that still answers its health route is a busy
+        // server, not one that went away: only the latter is resynced (its weights may be others)
+        if (err instanceof EngineHttpError && err.unreachable && !(err.timedOut && await answersHealth(await adapterFor(e)))) await this.onUnreachable?.(e);
       }
     }));
     return engines.map((e) => {

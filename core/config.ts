@@ -106,6 +106,9 @@ export const RunConfigSchema = z.strictObject({
     endpoints: z.array(EngineSchema).default([]).meta({
       description: 'The inference servers the run generates with. `floe run start` needs at least one; `floe demo` fills it with the engines it starts when empty.',
     }),
+    generateTimeoutSeconds: positiveInt.max(480).default(300).meta({
+      description: 'How long floe waits for one generation request before it stops waiting, aborts it and tries another engine. A request that times out on a server that still answers its health route is a slow request on a loaded server, not a dead engine: the engine is not resynced. At most 480 (the generation activity itself ends after 10 minutes).',
+    }),
     router: z.enum(['least-loaded', 'sticky', 'round-robin']).default('least-loaded').meta({
       description: 'Placement of generation requests (core/router.ts): \'least-loaded\' = the healthy engine with the least outstanding work, per request; \'sticky\' = a rollout stays on one engine, chosen by its group for prefix-cache reuse; \'round-robin\' = engines in turn, blind to load. The placement layer of the recipe.',
     }),

@@ -63,6 +63,8 @@ export interface RolloutSettings {
   render: RenderSpec;
   systemPrompt: string;
   sampling: { temperature: number; topP: number; maxTokensPerTurn: number };
+  /** config engines.generateTimeoutSeconds (absent in settings from before it: 300). */
+  generateTimeoutSeconds?: number;
   budgets: Budgets;
   maxObservationChars: number;
   sandbox: SandboxSettings;
@@ -84,6 +86,7 @@ export function rolloutSettings(config: RunConfig): RolloutSettings {
     render: renderSpec(config.policy),
     systemPrompt: config.rollout.systemPrompt,
     sampling: { temperature: config.policy.temperature, topP: config.policy.topP, maxTokensPerTurn: config.policy.maxTokensPerTurn },
+    generateTimeoutSeconds: config.engines.generateTimeoutSeconds,
     budgets: { maxTurns: config.rollout.maxTurns, maxTotalTokens: config.rollout.maxTotalTokens, maxWallSeconds: config.rollout.maxWallSeconds },
     maxObservationChars: config.rollout.maxObservationChars,
     sandbox: config.sandbox,

@@ -40,7 +40,7 @@ async function enginePool(kinds: EngineKind[], tag: string): Promise<Pool> {
     const id = `${kind}-${i}`;
     const backend = gpu.engines[i].url;
     const opts = { backend, launchCheckpoint: checkpoint, tokensPerSecond: TOKENS_PER_SECOND };
-    const d = kind === 'vllm' ? await startVllmDouble(opts) : kind === 'sglang' ? await startSglangDouble(opts) : null;
+    const d = kind === 'vllm' ? await startVllmDouble(opts) : kind === 'sglang' ? await startSglangDouble({ ...opts, returnOriginalLogprob: true }) : null;
     if (d) doubles.set(id, d);
     endpoints.push({ id, url: d?.url ?? backend, node: 'local', kind });
   }

@@ -81,19 +81,52 @@ describe('floe engine probe', () => {
   });
 
   it('an SGLang server: detected; without --enable-metrics the metrics verdict says so', async () => {
-    const full = await startSglangDouble({ backend: gpu.engines[0].url, launchCheckpoint: launch });
+    const full = await startSglangDouble({ backend: gpu.engines[0].url, launchCheckpoint: launch, returnOriginalLogprob: true });
     doubles.push(full);
     const ok = await floe(['engine', 'probe', full.url]);
     expect(ok.code).toBe(0);
     expect(ok.stdout).toContain(`${full.url}: sglang (detected)`);
     expect(allOk(verdicts(ok.stdout))).toEqual(Object.fromEntries(CORE.map((c) => [c, 'ok'])));
 
-    const noMetrics = await startSglangDouble({ backend: gpu.engines[0].url, launchCheckpoint: launch, metrics: false });
+    const noMetrics = await startSglangDouble({ backend: gpu.engines[0].url, launchCheckpoint: launch, metrics: false, returnOriginalLogprob: true });
     doubles.push(noMetrics);
     const bad = await floe(['engine', 'probe', noMetrics.url, '--kind', 'sglang']);
     expect(bad.code).toBe(1);
     expect(verdicts(bad.stdout).metrics).toBe('FAIL');
     expect(bad.stdout).toMatch(/→ .*--enable-metrics/);
+  });
+
+  it('an SGLang server without SGLANG_RETURN_ORIGINAL_LOGPROB=1: its temperature-scaled log-probs fail with the launch-line fix', async () => {
+    const scaled = await startSglangDouble({ backend: gpu.engines[0].url, launchCheckpoint: launch });
+    doubles.push(scaled);
+    const bad = await floe(['engine', 'probe', scaled.url]);
+    expect(bad.code).toBe(1);
+    const v = verdicts(bad.stdout);
+    expect(v.original_logprobs).toBe('FAIL');
+    expect(bad.stdout).toMatch(/original_logprobs .*temperature-scaled/);
+    expect(bad.stdout).toMatch(/→ launch SGLang with SGLANG_RETURN_ORIGINAL_LOGPROB=1/);
+    // negative control: the same server launched right passes the same check
+    const right = await startSglangDouble({ backend: gpu.engines[0].url, launchCheckpoint: launch, returnOriginalLogprob: true });
+    doubles.push(right);
+    const ok = await floe(['engine', 'probe', right.url]);
+    expect(verdicts(ok.stdout).original_logprobs).toBe('ok');
+    expect(ok.code).toBe(0);
+  });
+
+  it('a server with --api-key: without the key in the environment the probe fails with the variable to set; with it, ok', async () => {
+    const key = 'floe-test-key';
+    const v = await startVllmDouble({ backend: gpu.engines[0].url, launchCheckpoint: launch, apiKey: key });
+    const s = await startSglangDouble({ backend: gpu.engines[0].url, launchCheckpoint: launch, apiKey: key, returnOriginalLogprob: true });
+    doubles.push(v, s);
+    for (const d of [v, s]) {
+      const bad = await floe(['engine', 'probe', d.url], { FLOE_ENGINE_KEY_PROBE: '' });
+      expect(bad.code).toBe(1);
+      expect(verdicts(bad.stdout).generate).toBe('FAIL');
+      expect(bad.stdout).toMatch(/→ the server wants an API key .*export FLOE_ENGINE_KEY_PROBE=<key>/);
+      const ok = await floe(['engine', 'probe', d.url], { FLOE_ENGINE_KEY_PROBE: key });
+      expect(ok.code).toBe(0);
+      expect(allOk(verdicts(ok.stdout))).toEqual(Object.fromEntries(CORE.map((c) => [c, 'ok'])));
+    }
   });
 
   it('nothing listening, or a bad argument: an error naming what is wrong', async () => {

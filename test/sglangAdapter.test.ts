@@ -79,9 +79,9 @@ beforeAll(async () => {
   gpu = await startEmbeddedGpu(settings, { count: 1, checkpoint, publishDir: path.join(repoRoot, '.floe', 'test-weights', `${process.pid}-sglang`), trainer: true });
   backend = gpu.engines[0].url;
   notSglang = await startNotSglang();
-  fast = await startSglangDouble({ backend, launchCheckpoint: checkpoint, deterministicInference: true });
-  slow = await startSglangDouble({ backend, launchCheckpoint: checkpoint, deterministicInference: true, tokensPerSecond: RATE });
-  bare = await startSglangDouble({ backend, launchCheckpoint: checkpoint, metrics: false });
+  fast = await startSglangDouble({ backend, launchCheckpoint: checkpoint, deterministicInference: true, returnOriginalLogprob: true });
+  slow = await startSglangDouble({ backend, launchCheckpoint: checkpoint, deterministicInference: true, tokensPerSecond: RATE, returnOriginalLogprob: true });
+  bare = await startSglangDouble({ backend, launchCheckpoint: checkpoint, metrics: false, returnOriginalLogprob: true });
 }, 600_000);
 
 afterAll(async () => {
@@ -184,6 +184,43 @@ describe('SGLang adapter (against the SGLang 0.5.23 double)', () => {
     expect(slow.requests.filter((q) => q.route === '/abort_request').at(-1)!.body).toEqual({ abort_all: true });
   });
 
+  it('health of a paused server: /health\'s generation waits behind the pause, the adapter still says it is alive', async () => {
+    await adapter(fast).pause();
+    try {
+      const t0 = Date.now();
+      await adapter(fast).health();
+      expect(Date.now() - t0).toBeLessThan(10_000); // SGLang's own /health would answer 503 after 20 s
+      expect(fast.requests.some((q) => q.route === '/model_info')).toBe(true);
+    } finally {
+      await adapter(fast).resume();
+    }
+    // negative control: a server that is not there is not healthy
+    await expect(adapter({ url: 'http://127.0.0.1:9' }).health()).rejects.toMatchObject({ status: 0 });
+  }, 60_000);
+
+  it('log-probs: temperature-scaled unless SGLANG_RETURN_ORIGINAL_LOGPROB=1, as SGLang\'s sampler returns them', async () => {
+    const scaled = await startSglangDouble({ backend, launchCheckpoint: checkpoint, deterministicInference: true });
+    try {
+      // a prompt the policy was not taught: its next-token distributions are broad, where
+      // scaling moves a log-prob most (on a near-certain id it moves it little)
+      const odd = [...Buffer.from('qz#7 ')];
+      const r = req({ promptIds: odd, maxTokens: 3, temperature: 0.5, seed: 4 });
+      const s1 = await adapter(scaled).generate(r);
+      const o1 = await adapter(fast).generate({ ...r, requestId: `${r.requestId}-o` });
+      expect(s1.tokenIds).toEqual(o1.tokenIds); // same seed, same sampling: the same ids
+      const raw = await direct({ prompt: odd, maxTokens: 3, temperature: 0.5, seed: 4 });
+      expect(o1.logprobs).toEqual(raw.lps); // launched right: the policy's own
+      expect(s1.logprobs.some((x, i) => Math.abs(x - raw.lps[i]) > 0.01)).toBe(true); // scaled: not
+      // at temperature 1 scaling changes nothing
+      const t1 = req({ promptIds: odd, maxTokens: 3, temperature: 1, seed: 4 });
+      expect((await adapter(scaled).generate(t1)).logprobs).toEqual((await direct({ prompt: odd, maxTokens: 3, temperature: 1, seed: 4 })).lps);
+      const v = (await adapter(scaled).probe()).find((x) => x.capability === 'original_logprobs');
+      expect(v).toMatchObject({ ok: false, fix: expect.stringMatching(/SGLANG_RETURN_ORIGINAL_LOGPROB=1/) });
+    } finally {
+      await scaled.close();
+    }
+  }, 120_000);
+
   it('health: an empty 200 body is healthy', async () => {
     const res = await fetch(`${fast.url}/health`);
     expect(res.status).toBe(200);
@@ -236,14 +273,26 @@ describe('SGLang adapter (against the SGLang 0.5.23 double)', () => {
     }
   });
 
-  it('a prompt past the context is a 400 (as is prompt + max_new_tokens past it)', async () => {
+  it('max_new_tokens is capped at what the context leaves; a prompt that leaves nothing is prompt_too_long, as on vLLM', async () => {
     const ctx = (await getJson<{ max_model_len: number }>(`${backend}/health`)).max_model_len;
+    expect(await adapter(fast).contextLength()).toBe(ctx); // GET /v1/models → data[0].max_model_len
+    // SGLang itself refuses prompt + max_new_tokens past the context (no clamping) ...
+    const refused = await post(fast.url, '/generate', { input_ids: Array.from({ length: ctx - 10 }, () => 97), sampling_params: { max_new_tokens: 20 } });
+    expect(refused.status).toBe(400);
+    expect(refused.text).toMatch(/maximum context length/);
+    // ... so the adapter asks for what fits: the turn ends at the context, not a turn budget early
+    const tight = await adapter(fast).generate(req({ promptIds: Array.from({ length: ctx - 10 }, () => 97), maxTokens: 20, temperature: 1, seed: 3 }));
+    expect(tight.tokenIds.length).toBeGreaterThan(0);
+    expect(tight.tokenIds.length).toBeLessThanOrEqual(10);
+    expect(fast.requests.filter((q) => q.route === '/generate').at(-1)!.body).toMatchObject({ sampling_params: { max_new_tokens: 10 } });
+    // a prompt of the whole context: prompt_too_long before anything is sent (vLLM: the same)
+    const sent = fast.requests.length;
     const tooLong = await rejection(adapter(fast).generate(req({ promptIds: Array.from({ length: ctx }, () => 97) })));
-    expect(tooLong.status).toBe(400);
-    expect(tooLong.message).toMatch(/longer than the model's context length/);
-    const total = await rejection(adapter(fast).generate(req({ promptIds: Array.from({ length: ctx - 10 }, () => 97), maxTokens: 20 })));
-    expect(total.status).toBe(400);
-    expect(total.message).toMatch(/maximum context length/);
+    expect([tooLong.status, tooLong.promptTooLong]).toEqual([400, true]);
+    expect(fast.requests.slice(sent).filter((q) => q.route === '/generate')).toEqual([]);
+    // negative control: one id of room is a request, not prompt_too_long
+    const one = await adapter(fast).generate(req({ promptIds: Array.from({ length: ctx - 1 }, () => 97), maxTokens: 5 }));
+    expect(one.tokenIds.length).toBe(1);
   });
 
   it('the double refuses what SGLang refuses: an unknown sampling param, a missing body', async () => {
@@ -275,7 +324,7 @@ describe('SGLang adapter (against the SGLang 0.5.23 double)', () => {
   it('probe: every capability on an idle server, without pausing a busy one, and what a non-SGLang server lacks', async () => {
     const loadsBefore = fast.requests.filter((q) => q.route === '/update_weights_from_disk').length;
     const v = await adapter(fast).probe();
-    expect(v.map((x) => x.capability)).toEqual(['health', 'generate', 'logprobs', 'metrics', 'pause', 'resume', 'abort', 'flush_cache', 'load_weights', 'weight_versions']);
+    expect(v.map((x) => x.capability)).toEqual(['health', 'generate', 'logprobs', 'original_logprobs', 'metrics', 'pause', 'resume', 'abort', 'flush_cache', 'load_weights', 'weight_versions']);
     expect(v.filter((x) => !x.ok).map((x) => [x.capability, x.optional])).toEqual([['weight_versions', true]]);
     expect(v.find((x) => x.capability === 'health')!.detail).toMatch(/empty body.*SGLang 0\.5\.23/);
     // nothing was loaded: the one load_weights request had no model_path

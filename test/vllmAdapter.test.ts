@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startEmbeddedGpu, type EmbeddedGpu } from '../infra/engines.js';
 import { repoRoot } from '../infra/settings.js';
-import { type EngineEndpoint, type GenerateRequest, type ProbeVerdict } from '../activities/engines/adapter.js';
+import { answersHealth, type EngineEndpoint, type GenerateRequest, type ProbeVerdict } from '../activities/engines/adapter.js';
 import { VllmAdapter } from '../activities/engines/vllm.js';
 import { ReferenceAdapter } from '../activities/engines/reference.js';
 import { settings } from './helpers/platform.js';
@@ -14,7 +14,7 @@ import { rejection } from './helpers/rejection.js';
 import { startVllmDouble, type VllmDouble } from './helpers/vllmDouble.js';
 import { eventually } from './helpers/wait.js';
 
-/** floe's vLLM adapter against a double of vLLM 0.33.0 (test/helpers/vllmDouble.ts) that
+/** floe's vLLM adapter against a double of vLLM 0.34.0 (test/helpers/vllmDouble.ts) that
  *  generates with a real reference engine, and the reference adapter against that engine. */
 
 const HELLO = [72, 101, 108, 108, 111]; // "Hello" in the byte tokenizer
@@ -150,7 +150,7 @@ describe('VllmAdapter against the vLLM double', () => {
     expect(got.tokenIds.length).toBeLessThan(90);
     expect(got.tokenIds).toEqual(FULL.tokenIds.slice(0, got.tokenIds.length));
     expect(got.logprobs).toEqual(FULL.logprobs.slice(0, got.tokenIds.length));
-    expect(d.requests.some((x) => x.route === '/pause?mode=abort')).toBe(true);
+    expect(d.requests.some((x) => x.route === '/pause?mode=abort&clear_cache=false')).toBe(true);
 
     // paused in mode abort, vLLM refuses new requests with a 503; the adapter reads it as an abort before any id
     const refused = await raw(d.url, '/v1/completions', { prompt: HELLO, max_tokens: 2 });
@@ -193,17 +193,27 @@ describe('VllmAdapter against the vLLM double', () => {
     await expect(new VllmAdapter(endpoint(d.url)).health()).resolves.toBeUndefined();
   });
 
-  it('a prompt longer than the context is a 400 naming the context length', async () => {
+  it('max_tokens is capped at what the context leaves; a prompt of the whole context is prompt_too_long, not a retried 400', async () => {
     const d = await double();
     const vllm = new VllmAdapter(endpoint(d.url));
-    const long = await rejection(vllm.generate(req({ promptIds: Array.from({ length: 1025 }, () => 65) })));
-    expect(long.status).toBe(400);
-    expect(long.message).toMatch(/maximum context length is 1024 tokens\. However, your prompt contains 1025 input tokens/);
-    expect(long.message).toMatch(/context|too long|length/i); // what activities/generate.ts maps to prompt_too_long
-    const many = await rejection(vllm.generate(req({ maxTokens: 2000 })));
-    expect(many.status).toBe(400);
-    expect(many.message).toMatch(/max_tokens=2000 cannot be greater than max_model_len=1024/);
-    // a prompt that leaves less room than max_tokens is clamped to the context, not refused
+    expect(await vllm.contextLength()).toBe(1024); // GET /v1/models → data[0].max_model_len
+    // vLLM's own answers at the edge: a prompt over the context, and one exactly the context
+    const over = await raw(d.url, '/v1/completions', { prompt: Array.from({ length: 1025 }, () => 65), max_tokens: 2 });
+    expect([over.status, over.text]).toEqual([400, expect.stringMatching(/maximum context length is 1024 tokens\. However, your prompt contains 1025 input tokens/)]);
+    const exact = await raw(d.url, '/v1/completions', { prompt: Array.from({ length: 1024 }, () => 65), max_tokens: 2 });
+    expect([exact.status, exact.text]).toEqual([400, expect.stringMatching(/max_tokens must be at least 1, got 0/)]);
+    // the adapter: both are prompt_too_long, before anything is sent
+    const sent = d.requests.length;
+    for (const n of [1024, 1025]) {
+      const e = await rejection(vllm.generate(req({ promptIds: Array.from({ length: n }, () => 65) })));
+      expect([e.status, e.promptTooLong], `prompt of ${n}`).toEqual([400, true]);
+    }
+    expect(d.requests.slice(sent).filter((x) => x.route === '/v1/completions')).toEqual([]);
+    // max_tokens past the context is capped (vLLM would refuse max_tokens > max_model_len)
+    const many = await vllm.generate(req({ promptIds: Array.from({ length: 1000 }, () => 65), maxTokens: 2000 }));
+    expect(many.tokenIds.length).toBeGreaterThan(0);
+    expect((d.requests.filter((x) => x.route === '/v1/completions').at(-1)!.body as { max_tokens: number }).max_tokens).toBe(24);
+    // negative control: a prompt that leaves room generates
     const tight = await vllm.generate(req({ promptIds: Array.from({ length: 1020 }, () => 65), maxTokens: 50, stopTokenIds: [] }));
     expect(tight.tokenIds.length).toBeLessThanOrEqual(4);
   });
@@ -251,6 +261,63 @@ describe('VllmAdapter against the vLLM double', () => {
     }
     const g = await vllm.generate(req({ maxTokens: 3, stopTokenIds: [], seed: LONG }));
     expect(g.tokenIds).toHaveLength(3);
+  });
+
+  it('every tensor-parallel worker loads through reload_weights; vLLM\'s built-in reload_weights answers beside floe\'s method', async () => {
+    const d = await double({ tensorParallel: 2 });
+    const vllm = new VllmAdapter(endpoint(d.url));
+    await vllm.loadWeights(launch, 0, { verified: true });
+    expect(d.reloads).toBe(2);
+    // verified by the caller on this node: the workers do not hash it again; otherwise they do
+    await vllm.loadWeights(launch, 0);
+    const bodies = d.requests.filter((x) => x.route === '/collective_rpc').map((x) => (x.body as { kwargs: unknown }).kwargs);
+    expect(bodies).toEqual([{ version: 0, verify: false }, { version: 0 }]);
+    expect(d.reloads).toBe(4);
+    const builtin = await raw(d.url, '/collective_rpc', { method: 'reload_weights', kwargs: { weights_path: launch, is_checkpoint_format: true } });
+    expect([builtin.status, builtin.json]).toEqual([200, { results: [null, null] }]);
+    expect(d.reloads).toBe(6);
+  });
+
+  it('pause leaves the caches to floe (clear_cache=false, sent); the flush includes the connector\'s cache (reset_external=true)', async () => {
+    const d = await double();
+    const vllm = new VllmAdapter(endpoint(d.url));
+    await vllm.pause();
+    await vllm.flushCache();
+    await vllm.resume();
+    const routes = d.requests.map((x) => x.route);
+    expect(routes).toContain('/pause?mode=abort&clear_cache=false');
+    expect(routes).toContain('/reset_prefix_cache?reset_external=true');
+    // negative control: the double reads clear_cache; its default (true) is what floe must not leave implicit
+    expect(routes.filter((r) => r.startsWith('/pause')).every((r) => r.includes('clear_cache=false'))).toBe(true);
+  });
+
+  it('a request slower than the timeout is timedOut on a server that still answers health: slow, not dead', async () => {
+    const d = await double({ tokensPerSecond: 5 });
+    const vllm = new VllmAdapter(endpoint(d.url));
+    const e = await rejection(vllm.generate(req({ maxTokens: 40, stopTokenIds: [] }), { timeoutMs: 1000 }));
+    expect([e.status, e.timedOut]).toEqual([0, true]);
+    expect(e.fix).toMatch(/engines\.generateTimeoutSeconds/);
+    expect(await answersHealth(vllm)).toBe(true);
+    // negative control: nothing listening is unreachable, not timed out, and fails health
+    const gone = new VllmAdapter(endpoint('http://127.0.0.1:9'));
+    const g = await rejection(gone.generate(req()));
+    expect([g.status, g.timedOut]).toEqual([0, false]);
+    expect(await answersHealth(gone)).toBe(false);
+  });
+
+  it('an API key comes from FLOE_ENGINE_KEY_<ID> in the environment; without it the 401 names the variable', async () => {
+    const d = await double({ apiKey: 'vllm-key' });
+    const ep: EngineEndpoint = { id: 'gpu-a', url: d.url, node: 'local', kind: 'vllm' };
+    delete process.env.FLOE_ENGINE_KEY_GPU_A;
+    const e = await rejection(new VllmAdapter(ep).generate(req()));
+    expect(e.status).toBe(401);
+    expect(e.fix).toContain('export FLOE_ENGINE_KEY_GPU_A=<key>');
+    process.env.FLOE_ENGINE_KEY_GPU_A = 'vllm-key';
+    try {
+      expect((await new VllmAdapter(ep).generate(req())).tokenIds.length).toBeGreaterThan(0);
+    } finally {
+      delete process.env.FLOE_ENGINE_KEY_GPU_A;
+    }
   });
 
   it('loadWeights goes through collective_rpc floe_load_folder into the engine; without the worker extension its fix names the flag', async () => {
@@ -349,7 +416,7 @@ describe('VllmAdapter against the vLLM double', () => {
     for (const c of ['health', 'generate', 'logprobs', 'metrics', 'pause', 'resume', 'abort', 'flush_cache', 'load_weights'] as const) expect(v[c], c).toMatchObject({ ok: true });
     expect(v.load_weights.detail).toMatch(/floe_vllm 0\.1\.0 on 1 worker/);
     expect(v.weight_versions).toMatchObject({ ok: false, optional: true });
-    expect(d.requests.map((x) => x.route)).toEqual(expect.arrayContaining(['/pause?mode=abort', '/resume', '/abort_requests', '/reset_prefix_cache', '/collective_rpc']));
+    expect(d.requests.map((x) => x.route)).toEqual(expect.arrayContaining(['/pause?mode=abort&clear_cache=false', '/resume', '/abort_requests', '/reset_prefix_cache?reset_external=true', '/collective_rpc']));
     expect((await raw(d.url, '/is_paused')).json).toEqual({ is_paused: false });
   });
 

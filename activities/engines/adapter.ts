@@ -1,4 +1,5 @@
 import type { EngineEndpoint, EngineKind } from '../../core/contracts.js';
+import { saysPromptTooLong } from '../../core/requestFit.js';
 
 /** One interface over the inference servers floe drives: floe's reference engine, vLLM and
  *  SGLang, each with its own HTTP surface. An adapter speaks one server's protocol and
@@ -51,19 +52,43 @@ export class EngineHttpError extends Error {
     detail: string,
     /** What to change so this works (a server flag, a version), when known. */
     public readonly fix?: string,
+    /** Status 0 because floe's own timeout ran out: the server may be alive and still working. */
+    public readonly timedOut: boolean = false,
   ) {
     super(`engine ${engineId}: ${route}: ${status === 0 ? 'no answer' : `HTTP ${status}`}: ${detail}${fix ? ` (fix: ${fix})` : ''}`);
     this.name = 'EngineHttpError';
   }
   /** The server has no such route (vLLM and SGLang answer 404 {"detail":"Not Found"}). */
   get missingRoute(): boolean { return this.status === 404 || this.status === 405; }
-  /** Nothing answered: the server is down or restarting. */
+  /** Nothing answered: the server is down or restarting (or, when `timedOut`, slow). */
   get unreachable(): boolean { return this.status === 0; }
+  /** The server (or floe's cap, core/requestFit.ts) says the prompt does not fit its context. */
+  get promptTooLong(): boolean { return this.status === 400 && saysPromptTooLong(this.message); }
+}
+
+/** The environment variable an engine's API key is read from, on the machine of the worker
+ *  that talks to it: FLOE_ENGINE_KEY_<ID>, the endpoint id upper-cased with every other
+ *  character an underscore (engine "gpu-a" → FLOE_ENGINE_KEY_GPU_A; `floe engine probe`'s
+ *  endpoint is "probe"). Never in the run config or a workflow history: core/exposure.ts refuses
+ *  credentials in endpoint URLs. Sent as `Authorization: Bearer <key>`, which both servers check
+ *  (vLLM 0.34.0 --api-key / VLLM_API_KEY: vllm/entrypoints/serve/middleware/authenticate.py,
+ *  routes under /v1 only; SGLang 0.5.23 --api-key: python/sglang/srt/utils/auth.py, every route
+ *  but /health*, /ready* and /metrics*). */
+export function engineKeyEnv(engineId: string): string {
+  return `FLOE_ENGINE_KEY_${engineId.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`;
+}
+
+/** The fix for a 401: the key the server wants, from the environment. */
+export function apiKeyFix(engineId: string): string {
+  const env = engineKeyEnv(engineId);
+  return process.env[env]
+    ? `the server refused the API key in ${env}: set it to the server's --api-key`
+    : `the server wants an API key (it runs with --api-key): export ${env}=<key> in the environment of floe's workers (for \`floe engine probe\`: FLOE_ENGINE_KEY_PROBE)`;
 }
 
 /** One capability of a running server, as `floe engine probe` prints it. */
 export interface ProbeVerdict {
-  capability: 'health' | 'generate' | 'logprobs' | 'metrics' | 'pause' | 'resume' | 'abort' | 'flush_cache' | 'load_weights' | 'weight_versions';
+  capability: 'health' | 'generate' | 'logprobs' | 'original_logprobs' | 'metrics' | 'pause' | 'resume' | 'abort' | 'flush_cache' | 'load_weights' | 'weight_versions';
   ok: boolean;
   /** What was observed (a status, a field that was missing, the metric names found). */
   detail: string;
@@ -87,7 +112,13 @@ export interface EngineAdapter {
   /** Load the published model folder as `version` (the folder's checksums were verified by the caller).
    *  `keepCache` (recipe.cacheRebuild off): an engine that rebuilds in place keeps its caches
    *  (paused engines keep theirs by floe not flushing them). */
-  loadWeights(folder: string, version: number, opts?: { keepCache?: boolean }): Promise<{ loadMs: number }>;
+  loadWeights(folder: string, version: number, opts?: {
+    keepCache?: boolean;
+    /** The caller checked the folder's checksums on the engine's node just now
+     *  (activities/gpu.ts: verifiedOnce): an engine that would hash it again in every
+     *  tensor-parallel worker (floe_vllm's floe_load_folder) skips that. */
+    verified?: boolean;
+  }): Promise<{ loadMs: number }>;
   /** Stop generating and abort every request in flight (they answer finishReason 'abort'
    *  with the ids generated so far where the server returns them). */
   pause(): Promise<void>;
@@ -99,6 +130,41 @@ export interface EngineAdapter {
   load(): Promise<EngineLoad>;
   /** Check each capability without changing the weights it serves. */
   probe(): Promise<ProbeVerdict[]>;
+  /** The server's context length (prompt + generated ids), as it reports it; null when it does not. */
+  contextLength(): Promise<number | null>;
+}
+
+/** Whether an engine answers its health route now: asked before floe treats a request that
+ *  timed out as a dead engine (a loaded server can take that long for a long turn). */
+export async function answersHealth(adapter: { health(): Promise<void> }): Promise<boolean> {
+  try {
+    await adapter.health();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Context lengths by server url: a server's max_model_len is fixed for its life (a restart
+ *  with another --max-model-len is a new server, and floe refuses one that answers with
+ *  unexpected weights anyway), so it is asked once per worker process. */
+const contextLengths = new Map<string, number>();
+
+/** GET /v1/models → data[0].max_model_len: both vLLM 0.34.0 (vllm/entrypoints/openai/models/serving.py,
+ *  show_available_models) and SGLang 0.5.23 (python/sglang/srt/entrypoints/http_server.py,
+ *  available_models: context_len) report it there. Null when neither answers it. */
+export async function reportedContextLength(e: EngineEndpoint, ask: () => Promise<number | null> = () => modelsContextLength(e)): Promise<number | null> {
+  const known = contextLengths.get(e.url);
+  if (known !== undefined) return known;
+  const n = await ask().catch(() => null);
+  if (n !== null) contextLengths.set(e.url, n);
+  return n;
+}
+
+async function modelsContextLength(e: EngineEndpoint): Promise<number | null> {
+  const r = await engineJson<{ data?: { max_model_len?: unknown }[] } | null>(e, '/v1/models', { timeoutMs: 10_000 });
+  const n = r?.data?.[0]?.max_model_len;
+  return typeof n === 'number' && Number.isInteger(n) && n > 0 ? n : null;
 }
 
 /** Sum of a Prometheus gauge over its label sets ('vllm:num_requests_running'); null when
@@ -122,23 +188,31 @@ export async function engineHttp(e: EngineEndpoint, route: string, o: HttpOption
   const url = new URL(route, e.url);
   for (const [k, v] of Object.entries(o.query ?? {})) url.searchParams.set(k, v);
   const ctrl = new AbortController();
-  const timer = setTimeout(() => ctrl.abort(), o.timeoutMs ?? 120_000);
+  const timeoutMs = o.timeoutMs ?? 120_000;
+  let timedOut = false;
+  const timer = setTimeout(() => { timedOut = true; ctrl.abort(); }, timeoutMs);
+  const headers: Record<string, string> = {};
+  if (o.body !== undefined) headers['content-type'] = 'application/json';
+  const key = process.env[engineKeyEnv(e.id)];
+  if (key) headers.authorization = `Bearer ${key}`;
   try {
     let res: Response;
     try {
       res = await fetch(url, {
         method: o.method ?? (o.body === undefined ? 'GET' : 'POST'),
         body: o.body === undefined ? undefined : JSON.stringify(o.body),
-        headers: o.body === undefined ? undefined : { 'content-type': 'application/json' },
+        headers,
         signal: ctrl.signal,
       });
     } catch (err) {
       const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name;
+      if (timedOut) throw new EngineHttpError(e.id, 0, route, `no answer within ${timeoutMs / 1000} s (${url.origin})`, 'a long request on a loaded server can take this long: raise engines.generateTimeoutSeconds in the run config', true);
       throw new EngineHttpError(e.id, 0, route, `${cause} (${url.origin})`, 'check the server is running and reachable from this worker');
     }
     const text = await res.text().catch(() => '');
     if (!res.ok) {
-      throw new EngineHttpError(e.id, res.status, route, text.slice(0, 500) || res.statusText, res.status === 404 || res.status === 405 ? o.fix : undefined);
+      const fix = res.status === 401 ? apiKeyFix(e.id) : res.status === 404 || res.status === 405 ? o.fix : undefined;
+      throw new EngineHttpError(e.id, res.status, route, text.slice(0, 500) || res.statusText, fix);
     }
     return text;
   } finally {

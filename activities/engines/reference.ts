@@ -1,4 +1,4 @@
-import { EngineHttpError, type EngineKind, type ProbeVerdict } from './adapter.js';
+import { EngineHttpError, reportedContextLength, type EngineKind, type ProbeVerdict } from './adapter.js';
 import { VllmAdapter, verdictOf, type CompletionChoice } from './vllm.js';
 
 /** floe's reference engine (engine/floe_engine/inference_server.py): vLLM's completion
@@ -27,6 +27,14 @@ export class ReferenceAdapter extends VllmAdapter {
     return null;
   }
 
+  /** GET /health → max_model_len (the policy's context). */
+  override async contextLength(): Promise<number | null> {
+    return reportedContextLength(this.endpoint, async () => {
+      const h = await this.json<{ max_model_len?: unknown } | null>('/health', { timeoutMs: 10_000 });
+      return typeof h?.max_model_len === 'number' && Number.isInteger(h.max_model_len) && h.max_model_len > 0 ? h.max_model_len : null;
+    });
+  }
+
   /** A paused reference engine queues new requests; it never refuses them for a pause. */
   protected override isPausedRejection(): boolean {
     return false;
@@ -35,7 +43,7 @@ export class ReferenceAdapter extends VllmAdapter {
   /** POST /update_weights {path, version[, keep_cache: true]} → {ok, version, load_ms, rebuilt_sequences, timings}.
    *  keep_cache (recipe.cacheRebuild off): running sequences keep the K/V the old weights
    *  computed and the prefix cache keeps its entries. */
-  override async loadWeights(folder: string, version: number, opts?: { keepCache?: boolean }): Promise<{ loadMs: number }> {
+  override async loadWeights(folder: string, version: number, opts?: { keepCache?: boolean; verified?: boolean }): Promise<{ loadMs: number }> {
     const started = Date.now();
     const body = opts?.keepCache === true ? { path: folder, version, keep_cache: true } : { path: folder, version };
     const r = await this.json<{ ok?: boolean; version?: number; load_ms?: number } | null>('/update_weights', { body, timeoutMs: 30 * 60_000 });

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { fitRequest } from '../../core/requestFit.js';
 import {
-  EngineHttpError, engineHttp, engineJson,
+  EngineHttpError, engineHttp, engineJson, reportedContextLength,
   type EngineAdapter, type EngineEndpoint, type EngineKind, type EngineLoad, type FinishReason, type GenerateRequest, type GenerateResult, type ProbeVerdict,
 } from './adapter.js';
 
@@ -22,23 +23,47 @@ import {
  *                                                      output_streamer.py, metrics_reporter.py
  *    python/sglang/srt/observability/metrics_collector.py  sglang:num_running_reqs / num_queue_reqs
  *
- *  The server floe drives:
+ *    python/sglang/srt/layers/sampler.py               log-probs of sampled ids: log_softmax(logits / T)
+ *                                                      unless SGLANG_RETURN_ORIGINAL_LOGPROB=1
+ *    python/sglang/srt/environ.py                      SGLANG_RETURN_ORIGINAL_LOGPROB (default off),
+ *                                                      SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION (default on)
+ *    python/sglang/srt/utils/auth.py                   --api-key: Bearer token on every route but /health*, /metrics
+ *
+ *  The server floe drives (docs/guides/engines.md):
+ *    SGLANG_RETURN_ORIGINAL_LOGPROB=1 SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0 \
  *    python -m sglang.launch_server --model-path <HF folder> --host 0.0.0.0 --port 30000 \
- *        --enable-metrics [--weight-version 0] [--enable-deterministic-inference]
- *  --enable-metrics mounts /metrics (floe's router reads load from it); without
- *  --enable-deterministic-inference SGLang ignores sampling_seed. floe owns the versions:
+ *        --enable-metrics [--weight-version 0] [--enable-deterministic-inference] [--api-key <key>]
+ *  SGLANG_RETURN_ORIGINAL_LOGPROB=1: the log-probs of the model's own distribution, which the
+ *  trainer recomputes (without it, at any temperature but 0 and 1 they are temperature-scaled and
+ *  every importance ratio is off; `floe engine probe` checks it). SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0:
+ *  /health answers without a generation that waits behind a pause or a long prefill and turns
+ *  the server UnHealthy after 20 s (http_server.py health_generate; sglang #22511). --enable-metrics
+ *  mounts /metrics (floe's router reads load from it); without --enable-deterministic-inference
+ *  SGLang ignores sampling_seed. floe owns the versions:
  *  SGLang has no in-place rebuild of running requests, so floe pauses (which aborts them),
  *  loads, flushes, resumes and resubmits each aborted request from its exact token prefix. */
 
 export const SGLANG_VERSION = '0.5.23';
 const NEEDS = `SGLang ${SGLANG_VERSION} (pip install "sglang==${SGLANG_VERSION}"; python -m sglang.launch_server ... --enable-metrics)`;
 const METRICS_FIX = 'launch SGLang with --enable-metrics (python -m sglang.launch_server ... --enable-metrics): without it /metrics is not mounted';
+/** The launch-line fix for temperature-scaled log-probs (sampler.py). */
+export const ORIGINAL_LOGPROB_FIX = 'launch SGLang with SGLANG_RETURN_ORIGINAL_LOGPROB=1 in its environment (SGLANG_RETURN_ORIGINAL_LOGPROB=1 python -m sglang.launch_server ...): without it the log-probs of sampled ids are log_softmax(logits / temperature), not the policy\'s, and every importance ratio is off';
+/** How far apart the two scores of one token may be and still be the same number (bf16 kernels
+ *  of prefill and decode differ in the last bits); temperature 0.5 moves a log-prob of a
+ *  non-argmax token by far more (it doubles it before renormalising). */
+const LOGPROB_TOLERANCE = 0.05;
 /** /flush_cache?timeout=S waits up to S seconds for the scheduler to go idle
  *  (scheduler_components/flush_wrapper.py); an older server ignores the query. */
 const FLUSH_WAIT_S = 30;
-/** GET /health runs a one-token generation and waits up to SGLANG_HEALTH_CHECK_TIMEOUT (20 s)
- *  for the scheduler to answer (http_server.py health_generate). */
-const HEALTH_TIMEOUT_MS = 30_000;
+/** GET /health runs a one-token generation (unless SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0)
+ *  and waits up to SGLANG_HEALTH_CHECK_TIMEOUT (20 s) for the scheduler to answer
+ *  (http_server.py health_generate); that generation waits behind a pause and a long prefill.
+ *  floe gives it this long, then asks GET /model_info, which the HTTP server answers from the
+ *  tokenizer manager's state without the scheduler: an answer there is a live server that is
+ *  paused or busy, not a dead one (a hung scheduler is SGLang's own watchdog's to kill:
+ *  --watchdog-timeout takes the whole server down). */
+const HEALTH_TIMEOUT_MS = 5_000;
+const PROBE_HEALTH_TIMEOUT_MS = 30_000;
 
 /** meta_info.finish_reason: BaseFinishReason.to_json() (schedule_batch.py) or, for a request
  *  aborted while queued, the tokenizer manager's {type: 'abort', message}. */
@@ -108,13 +133,31 @@ export class SglangAdapter implements EngineAdapter {
 
   async health(): Promise<void> {
     // 200 with an empty body is healthy; 503 while starting, shutting down, or when the
-    // one-token health generation got no answer in time (also while generation is paused).
-    await engineHttp(this.endpoint, '/health', { timeoutMs: HEALTH_TIMEOUT_MS });
+    // one-token health generation got no answer in time (it waits behind a pause)
+    try {
+      await engineHttp(this.endpoint, '/health', { timeoutMs: HEALTH_TIMEOUT_MS });
+    } catch (err) {
+      if (!(err instanceof EngineHttpError) || (err.status !== 503 && !err.timedOut)) throw err;
+      // the health generation is waiting (a pause, a long prefill): is the server itself there?
+      try {
+        await engineHttp(this.endpoint, '/model_info', { timeoutMs: 10_000 });
+      } catch {
+        throw err;
+      }
+    }
   }
 
+  async contextLength(): Promise<number | null> {
+    return reportedContextLength(this.endpoint);
+  }
+
+  /** max_new_tokens capped at what the context leaves (core/requestFit.ts): SGLang refuses
+   *  prompt + max_new_tokens over its context with a 400 instead of clamping. */
   async generate(req: GenerateRequest, opts: { timeoutMs?: number } = {}): Promise<GenerateResult> {
+    const fit = fitRequest(await this.contextLength(), req.promptIds.length, req.maxTokens);
+    if (!fit.fits) throw new EngineHttpError(this.endpoint.id, 400, '/generate', `prompt too long: ${fit.detail}`);
     const res = await engineJson<SglangGenerateResponse>(this.endpoint, '/generate', {
-      body: this.generateBody(req),
+      body: this.generateBody({ ...req, maxTokens: fit.maxTokens }),
       timeoutMs: opts.timeoutMs ?? 300_000,
       fix: `/generate is SGLang's native route: ${NEEDS}`,
     });
@@ -272,7 +315,8 @@ export class SglangAdapter implements EngineAdapter {
     } else {
       try {
         const t0 = Date.now();
-        const body = await engineHttp(this.endpoint, '/health', { timeoutMs: HEALTH_TIMEOUT_MS });
+        // the probe reads /health itself, as long as SGLang may take over it (SGLANG_HEALTH_CHECK_TIMEOUT, 20 s)
+        const body = await engineHttp(this.endpoint, '/health', { timeoutMs: PROBE_HEALTH_TIMEOUT_MS });
         const version = await this.serverVersion();
         const vnote = version === null ? '' : version === SGLANG_VERSION ? `; SGLang ${version}` : `; SGLang ${version} (floe's adapter is written against ${SGLANG_VERSION})`;
         out.push({ capability: 'health', ok: true, detail: `GET /health: 200 with ${body.length ? `a ${body.length}-byte body` : 'an empty body'} in ${Date.now() - t0} ms${vnote}` });
@@ -308,6 +352,8 @@ export class SglangAdapter implements EngineAdapter {
         out.push({ capability: 'logprobs', ok: false, detail: `meta_info.output_token_logprobs ${JSON.stringify(raw.meta_info?.output_token_logprobs ?? null)}`, fix: NEEDS });
       }
     }
+
+    if (raw !== null && !paused) out.push(await this.originalLogprobsVerdict());
 
     // metrics
     let load: EngineLoad | null = null;
@@ -379,6 +425,41 @@ export class SglangAdapter implements EngineAdapter {
         : 'no per-token versions; floe stamps each id\'s version itself',
     });
     return out;
+  }
+
+  /** Whether the log-probs of sampled ids are the policy's own (SGLANG_RETURN_ORIGINAL_LOGPROB=1)
+   *  or temperature-scaled (sampler.py: log_softmax(logits / T) otherwise). One fixed
+   *  continuation is scored twice: as sampled at temperature 0.5 (output_token_logprobs) and by
+   *  prefill (input_token_logprobs, from the logits processor, where no temperature applies).
+   *  The two agree on a server launched right and differ by log(p / Σp²) per id on one that
+   *  scales; ids where that is small (a near-uniform distribution) are ids where scaling does
+   *  little harm either. */
+  private async originalLogprobsVerdict(): Promise<ProbeVerdict> {
+    const prompt = [0];
+    try {
+      const sampled = await engineJson<SglangGenerateResponse>(this.endpoint, '/generate', {
+        body: this.generateBody({ requestId: `floe-probe-${randomUUID()}`, promptIds: prompt, maxTokens: 4, temperature: 0.5, topP: 1, stopTokenIds: [] }),
+        timeoutMs: 60_000,
+      });
+      const gen = this.toResult(sampled);
+      if (gen.tokenIds.length === 0) return { capability: 'original_logprobs', ok: false, detail: 'the temperature-0.5 sample came back empty: nothing to score' };
+      const scored = await engineJson<SglangGenerateResponse & { meta_info?: { input_token_logprobs?: [number | null, number, string | null][] } }>(this.endpoint, '/generate', {
+        body: { rid: `floe-probe-${randomUUID()}`, input_ids: [...prompt, ...gen.tokenIds], sampling_params: { max_new_tokens: 0, temperature: 0.5 }, return_logprob: true, logprob_start_len: prompt.length, stream: false },
+        timeoutMs: 60_000,
+      });
+      const entries = scored?.meta_info?.input_token_logprobs ?? [];
+      const tail = entries.slice(-gen.tokenIds.length);
+      if (tail.length !== gen.tokenIds.length || tail.some((e, i) => e[1] !== gen.tokenIds[i] || typeof e[0] !== 'number')) {
+        return { capability: 'original_logprobs', ok: false, detail: `prefill scoring (logprob_start_len ${prompt.length}) answered input_token_logprobs ${JSON.stringify(entries).slice(0, 200)} for ids ${JSON.stringify(gen.tokenIds)}`, fix: NEEDS };
+      }
+      const diffs = tail.map((e, i) => Math.abs((e[0] as number) - gen.logprobs[i]));
+      const worst = Math.max(...diffs);
+      const shown = `sampled at T=0.5 [${gen.logprobs.map((x) => x.toFixed(3)).join(', ')}], prefill [${tail.map((e) => (e[0] as number).toFixed(3)).join(', ')}]`;
+      if (worst > LOGPROB_TOLERANCE) return { capability: 'original_logprobs', ok: false, detail: `the log-probs of sampled ids are temperature-scaled: ${shown} (differ by up to ${worst.toFixed(3)})`, fix: ORIGINAL_LOGPROB_FIX };
+      return { capability: 'original_logprobs', ok: true, detail: `the log-probs of sampled ids are the policy's own: ${shown}` };
+    } catch (err) {
+      return { capability: 'original_logprobs', ok: false, detail: (err as Error).message, fix: err instanceof EngineHttpError ? err.fix : undefined };
+    }
   }
 
   /** A request the route's body validation refuses: 400 means the route is there (and did nothing). */

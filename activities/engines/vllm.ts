@@ -1,23 +1,30 @@
 import { randomUUID } from 'node:crypto';
+import { fitRequest } from '../../core/requestFit.js';
 import {
-  EngineHttpError, engineHttp, engineJson, promGauge,
+  EngineHttpError, engineHttp, engineJson, promGauge, reportedContextLength,
   type EngineAdapter, type EngineEndpoint, type EngineKind, type EngineLoad, type FinishReason,
   type GenerateRequest, type GenerateResult, type HttpOptions, type ProbeVerdict,
 } from './adapter.js';
 
-/** The adapter for a vLLM OpenAI-compatible server (`vllm serve`), pinned to vLLM 0.33.0.
+/** The adapter for a vLLM OpenAI-compatible server (`vllm serve`), pinned to vLLM 0.34.0.
  *
- *  Read from the release itself: the PyPI wheel vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl,
- *  whose vllm/_version.py names commit 4ba787ec9 of vllm-project/vllm. Files (paths in that
- *  repository at that commit):
+ *  Read from the release itself: the PyPI wheel vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl
+ *  (its vllm/_version.py: commit g62d4bc3c7). Files, as paths inside that wheel:
  *  - vllm/entrypoints/launchers/api_server/routers.py: the dev routers (cache, rpc, sleep,
  *    server_info) and the RL router (pause, resume, is_paused, abort_requests) are registered
  *    only when VLLM_SERVER_DEV_MODE=1; without it those paths answer FastAPI's 404.
- *  - vllm/entrypoints/openai/completion/protocol.py, serving.py: POST /v1/completions.
- *  - vllm/entrypoints/rl/online/api_router.py: /pause, /resume, /is_paused, /abort_requests.
- *  - vllm/entrypoints/serve/dev/cache/api_router.py: /reset_prefix_cache.
+ *  - vllm/entrypoints/openai/completion/protocol.py, serving.py: POST /v1/completions;
+ *    vllm/entrypoints/serve/utils/api_utils.py (get_max_tokens: the clamp to the context) and
+ *    vllm/sampling_params.py ("max_tokens must be at least 1").
+ *  - vllm/entrypoints/openai/models/serving.py: GET /v1/models → data[].max_model_len.
+ *  - vllm/entrypoints/rl/online/api_router.py: /pause (mode, clear_cache), /resume, /is_paused,
+ *    /abort_requests, /update_weight_version, /weight_info.
+ *  - vllm/entrypoints/serve/dev/cache/api_router.py: /reset_prefix_cache (reset_running_requests, reset_external).
  *  - vllm/entrypoints/serve/dev/rpc/api_router.py: /collective_rpc.
  *  - vllm/entrypoints/serve/instrumentator/health.py, metrics.py: /health, /metrics.
+ *  - vllm/entrypoints/serve/middleware/authenticate.py: --api-key guards /v1 routes only.
+ *  - vllm/v1/worker/gpu_worker.py (reload_weights) → vllm/model_executor/model_loader/reload/:
+ *    the worker extension loads through it.
  *  - vllm/v1/engine/output_processor.py, async_llm.py, core.py: request ids, abort, pause.
  *
  *  The server a user starts (floe_vllm is engine/'s worker extension, installed into vLLM's env):
@@ -29,13 +36,13 @@ import {
  *  log-probs of the model's own distribution before temperature / top-p, which is what
  *  floe's trainer recomputes. */
 
-export const VLLM_PINNED_VERSION = '0.33.0';
+export const VLLM_PINNED_VERSION = '0.34.0';
 
 /** What to change on the server when a capability is missing. */
 export const VLLM_FIX = {
   devMode: 'start vLLM with VLLM_SERVER_DEV_MODE=1 (its /pause, /resume, /abort_requests, /reset_prefix_cache and /collective_rpc exist only in dev mode)',
   extension: "--worker-extension-cls floe_vllm.FloeWorkerExtension (pip install the engine/ package into vLLM's env)",
-  /** 0.33.0 is the release this adapter was written against; older releases were not checked. */
+  /** 0.34.0 is the release this adapter was written against; older releases were not checked. */
   version: `vLLM >= ${VLLM_PINNED_VERSION}`,
   generate: 'serve a generative model (vLLM registers /v1/completions only for models that generate)',
 } as const;
@@ -158,10 +165,19 @@ export class VllmAdapter implements EngineAdapter {
     await this.http('/health', { timeoutMs: 10_000 });
   }
 
+  async contextLength(): Promise<number | null> {
+    return reportedContextLength(this.endpoint);
+  }
+
+  /** max_tokens capped at what the context leaves (core/requestFit.ts): vLLM clamps it too,
+   *  but a prompt exactly max_model_len long is its 400 "max_tokens must be at least 1, got 0",
+   *  and SGLang does not clamp at all; one rule ends such a turn the same way on every server. */
   async generate(req: GenerateRequest, opts: { timeoutMs?: number } = {}): Promise<GenerateResult> {
+    const fit = fitRequest(await this.contextLength(), req.promptIds.length, req.maxTokens);
+    if (!fit.fits) throw new EngineHttpError(this.endpoint.id, 400, '/v1/completions', `prompt too long: ${fit.detail}`);
     let res: CompletionResponse;
     try {
-      res = await this.complete(req, opts.timeoutMs);
+      res = await this.complete({ ...req, maxTokens: fit.maxTokens }, opts.timeoutMs);
     } catch (err) {
       if (this.isPausedRejection(err)) return { tokenIds: [], logprobs: [], finishReason: 'abort', versions: null };
       throw err;
@@ -219,11 +235,15 @@ export class VllmAdapter implements EngineAdapter {
    *  {method, args, kwargs, timeout} (serve/dev/rpc/api_router.py: args and kwargs reach the
    *  method as given; the answer is {results: [one per worker]}). `version` makes the extension
    *  refuse a folder that holds another version; vLLM itself keeps no version of floe's. */
-  async loadWeights(folder: string, version: number): Promise<{ loadMs: number }> {
+  async loadWeights(folder: string, version: number, opts: { keepCache?: boolean; verified?: boolean } = {}): Promise<{ loadMs: number }> {
     const started = Date.now();
     let r: { results?: unknown[] } | null;
+    // every tensor-parallel worker runs floe_load_folder and would hash the whole folder again;
+    // a folder the caller verified on this node is loaded with verify=False (a resync from a
+    // control worker elsewhere has not verified it: the workers do)
+    const kwargs = opts.verified === true ? { version, verify: false } : { version };
     try {
-      r = await this.json('/collective_rpc', { body: { method: 'floe_load_folder', args: [folder], kwargs: { version } }, timeoutMs: 30 * 60_000, fix: VLLM_FIX.devMode });
+      r = await this.json('/collective_rpc', { body: { method: 'floe_load_folder', args: [folder], kwargs }, timeoutMs: 30 * 60_000, fix: VLLM_FIX.devMode });
     } catch (err) {
       throw this.withExtensionFix(err);
     }
@@ -236,12 +256,15 @@ export class VllmAdapter implements EngineAdapter {
     return { loadMs: ms.length ? Math.max(...ms) : Date.now() - started };
   }
 
-  /** POST /pause?mode=abort: every request in flight is aborted (each answers finish_reason
-   *  "abort" with its ids so far), new ones are refused with 503 until /resume, and the KV and
-   *  prefix caches are cleared (clear_cache defaults to true) (rl/online/api_router.py;
-   *  async_llm.py, `pause_generation`; core.py, `pause_scheduler`). Answers {status: "paused"}. */
+  /** POST /pause?mode=abort&clear_cache=false: every request in flight is aborted (each answers
+   *  finish_reason "abort" with its ids so far) and new ones are refused with 503 until /resume
+   *  (rl/online/api_router.py; async_llm.py, `pause_generation`; core.py, `pause_scheduler`).
+   *  clear_cache is sent, false: its default (true, marked deprecated, vLLM RFC #32103) would
+   *  flush the caches at every pause, so recipe.cacheRebuild off would not keep them on vLLM as it
+   *  does on the other engines; floe flushes in its own step (flushCache) when the recipe says
+   *  so. Answers {status: "paused"}. */
   async pause(): Promise<void> {
-    await this.http('/pause', { method: 'POST', query: { mode: 'abort' }, timeoutMs: 120_000, fix: VLLM_FIX.devMode });
+    await this.http('/pause', { method: 'POST', query: { mode: 'abort', clear_cache: 'false' }, timeoutMs: 120_000, fix: VLLM_FIX.devMode });
   }
 
   /** POST /resume → {status: "resumed"}. */
@@ -273,8 +296,10 @@ export class VllmAdapter implements EngineAdapter {
     }
   }
 
+  /** reset_external=true: the connector-managed prefix cache (LMCache, offloaded KV) holds K/V
+   *  the old weights computed too, and its default is false (dev/cache/api_router.py). */
   protected async resetPrefixCacheOnce(): Promise<boolean> {
-    const r = await this.json<{ success?: boolean } | null>('/reset_prefix_cache', { method: 'POST', timeoutMs: 60_000, fix: VLLM_FIX.devMode });
+    const r = await this.json<{ success?: boolean } | null>('/reset_prefix_cache', { method: 'POST', query: { reset_external: 'true' }, timeoutMs: 60_000, fix: VLLM_FIX.devMode });
     return r?.success === true;
   }
 

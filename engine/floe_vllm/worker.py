@@ -7,10 +7,17 @@ attributes already exists on the worker; ``collective_rpc(method, args, kwargs)`
 ``getattr(worker, method)(*args, **kwargs)`` on every worker and returns one result per worker
 (a missing method raises ``NotImplementedError("Method 'x' is not implemented.")``). Over HTTP
 that is ``POST /collective_rpc {method, args, kwargs, timeout}`` -> ``{"results": [...]}``
-(``vllm/entrypoints/serve/dev/rpc/api_router.py``; needs ``VLLM_SERVER_DEV_MODE=1``). The
-loading pattern (stream ``(name, tensor)`` pairs into ``worker.model_runner.model.load_weights``,
-which shards them for tensor parallelism and handles tied embeddings itself) is the one of
-prime-rl's ``src/prime_rl/inference/vllm/worker/filesystem.py`` and vLLM's RLHF examples.
+(``vllm/entrypoints/serve/dev/rpc/api_router.py``; needs ``VLLM_SERVER_DEV_MODE=1``).
+
+Weights go through vLLM's own reload path, ``worker.reload_weights(weights_iterator=...,
+is_checkpoint_format=True)`` (vllm 0.34.0: ``vllm/v1/worker/gpu_worker.py`` ->
+``vllm/v1/worker/gpu/model_runner.py`` -> ``vllm/model_executor/model_loader/reload/inplace.py``),
+which re-runs the post-load processing (fused-MoE repacking on FlashInfer CUTLASS/TRTLLM and
+AITER, quantized layouts) after the checkpoint-format tensors are loaded. Calling
+``model.load_weights`` directly skips it: on those backends the tensors land in the wrong
+layout and generations turn to garbage with no error (vLLM issue #42821). A vLLM without
+``reload_weights`` (before it existed) is refused with the version to install, never loaded
+the old way behind its back.
 
 So: every attribute here is a ``floe_``-prefixed method (helpers are module functions), the
 class has no ``__init__`` and no state, and nothing heavier than the standard library is
@@ -136,19 +143,6 @@ def iter_weights(folder: str, shards: List[str], device: str = "cpu") -> Iterato
                 yield name, f.get_tensor(name)
 
 
-def _loadable_model(worker) -> Any:
-    runner = worker.model_runner
-    model = getattr(runner, "model", None)
-    if model is None and hasattr(runner, "get_model"):
-        model = runner.get_model()
-    # a CUDA-graph wrapper keeps the model as .runnable (as prime-rl unwraps it)
-    while model is not None and not hasattr(model, "load_weights") and hasattr(model, "runnable"):
-        model = model.runnable
-    if model is None or not hasattr(model, "load_weights"):
-        raise RuntimeError(f"the worker's model ({type(model).__name__}) has no load_weights(weights=...)")
-    return model
-
-
 def _version(version, meta: dict, folder: str) -> int:
     have = meta.get("version")
     if version is None or version == "":
@@ -167,7 +161,7 @@ class FloeWorkerExtension:
     * ``floe_ping()`` -> ``{"floe_vllm": "<version>"}``: the extension is loaded;
     * ``floe_load_folder(folder, version=None, verify=True)``: check every file's sha256 against
       ``checkpoint.json`` (refusing the folder, naming the file, on a mismatch), then stream the
-      safetensors shards into ``model_runner.model.load_weights``; -> ``{"version", "files",
+      safetensors shards into vLLM's ``reload_weights(weights_iterator=..., is_checkpoint_format=True)``; -> ``{"version", "files",
       "bytes", "load_ms", "verify_ms", "tensors"}``. Pause generation first and reset the prefix
       cache after (vLLM's ``/pause``, ``/reset_prefix_cache``, ``/resume``).
     """
@@ -187,7 +181,11 @@ class FloeWorkerExtension:
             names = ([index] if index else []) + shards
             n_files, n_bytes = len(names), sum(os.path.getsize(os.path.join(folder, n)) for n in names)
         t1 = time.perf_counter()
-        model = _loadable_model(self)
+        reload = getattr(self, "reload_weights", None)
+        if not callable(reload):
+            raise RuntimeError(f"this vLLM worker ({type(self).__name__}) has no reload_weights: floe_vllm loads through "
+                               "vLLM's reload path (vllm/v1/worker/gpu_worker.py, reload_weights, as in vLLM 0.34.0); "
+                               "pip install 'vllm==0.34.0'")
         count = 0
 
         def weights():
@@ -197,8 +195,8 @@ class FloeWorkerExtension:
                 yield item
 
         import torch  # vLLM's torch; imported here, not at module import
-        with torch.no_grad():
-            model.load_weights(weights=weights())
+        # checkpoint format: vLLM re-runs its post-load processing (repacking, quantization) itself
+        reload(weights_iterator=weights(), is_checkpoint_format=True)
         if torch.cuda.is_available():
             torch.cuda.synchronize()
         done = time.perf_counter()

@@ -32,6 +32,10 @@ class VllmLikeModel(torch.nn.Module):
         self.inner = module
         self.calls = 0
         self.seen = []
+        self.processed = 0  # post-load processing runs (vLLM's reload path only)
+
+    def process_weights_after_loading(self):
+        self.processed += 1
 
     def load_weights(self, weights):
         self.calls += 1
@@ -52,13 +56,26 @@ class WorkerBase:  # stand-ins for vllm.v1.worker: the extension is appended to 
         raise AssertionError("not used")
 
 
-def make_worker(model):
+def make_worker(model, reload=True):
     class GPUWorker(WorkerBase):
         def __init__(self, model_runner):
             self.model_runner = model_runner
 
         def load_model(self):
             raise AssertionError("not used")
+
+    if reload:
+        # vllm 0.34.0, vllm/v1/worker/gpu_worker.py Worker.reload_weights -> v1/worker/gpu/model_runner.py
+        # -> model_executor/model_loader/reload/inplace.py reload_weights: load the checkpoint-format
+        # tensors, then the post-load processing (repacking, quantization) runs again
+        def reload_weights(self, weights_iterator=None, weights_path=None, is_checkpoint_format=True):
+            assert weights_iterator is not None and weights_path is None
+            m = self.model_runner.model
+            m.load_weights(weights_iterator)
+            if is_checkpoint_format:
+                m.process_weights_after_loading()
+
+        GPUWorker.reload_weights = reload_weights
 
     ext = FloeWorkerExtension
     for attr in dir(ext):  # vLLM's conflict check, then its dynamic inheritance
@@ -93,6 +110,15 @@ def test_extension_is_a_clean_mixin_and_pings():
     assert isinstance(floe_vllm.__version__, str) and floe_vllm.__version__
 
 
+def test_a_worker_without_reload_weights_is_refused_not_loaded_behind_its_back(published):
+    pol, folder = published
+    model = VllmLikeModel(fresh_model(pol))
+    w = make_worker(model, reload=False)
+    with pytest.raises(RuntimeError, match="no reload_weights.*vllm==0.34.0"):
+        rpc(w, "floe_load_folder", folder)
+    assert model.calls == 0  # nothing written past vLLM's post-load processing
+
+
 def test_load_folder_puts_the_published_weights_in_the_model(published):
     pol, folder = published
     hf = fresh_model(pol)
@@ -107,6 +133,7 @@ def test_load_folder_puts_the_published_weights_in_the_model(published):
     assert res["version"] == 4 and res["files"] == len(meta["files"])
     assert res["bytes"] == sum(r["bytes"] for r in meta["files"].values())
     assert res["tensors"] == len(weight_map) and sorted(model.seen) == sorted(weight_map) and model.calls == 1
+    assert model.processed == 1  # through vLLM's reload_weights: the post-load processing ran again
     assert res["load_ms"] >= res["verify_ms"] >= 0
     for k, v in hf.state_dict().items():  # lm_head included: it is the tied embedding
         assert torch.equal(v, want[k]), k
@@ -153,14 +180,14 @@ def test_a_bad_checksum_refuses_to_load_and_names_the_file(published, tmp_path):
     assert res["version"] == 4 and model.calls == 1
 
 
-def test_old_format_folder_and_a_wrapped_model(published, tmp_path):
-    """floe-checkpoint-1 folders (model.safetensors + its sha256) load; a model behind a CUDA-graph
-    style wrapper (.runnable) is unwrapped."""
+def test_old_format_folder(published, tmp_path):
+    """floe-checkpoint-1 folders (model.safetensors + its sha256) load (which model object takes the
+    tensors is vLLM's reload_weights' business, CUDA-graph wrappers included)."""
     pol, _ = published
     old = write_v1(pol, str(tmp_path / "v9"), 9)
     assert floe_vllm.verify_folder(old) == (1, os.path.getsize(os.path.join(old, ckpt.WEIGHTS)))
     hf = fresh_model(pol)
-    w = make_worker(SimpleNamespace(runnable=VllmLikeModel(hf)))
+    w = make_worker(VllmLikeModel(hf))
     assert rpc(w, "floe_load_folder", old)["version"] == 9
     want = pol.module.state_dict()
     assert all(torch.equal(v, want[k]) for k, v in hf.state_dict().items())

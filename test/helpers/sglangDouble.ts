@@ -22,6 +22,13 @@ import type { AddressInfo, Socket } from 'node:net';
  *    [wv]       python/sglang/srt/utils/weight_versions.py: meta_info.weight_versions spans
  *    [metrics]  python/sglang/srt/observability/metrics_collector.py, utils/common.py
  *               add_prometheus_middleware (/metrics is mounted only with --enable-metrics)
+ *    [sampler]  python/sglang/srt/layers/sampler.py: the log-prob of a sampled id is
+ *               log_softmax(logits / T) unless SGLANG_RETURN_ORIGINAL_LOGPROB=1 (or the batch is
+ *               all greedy, T = 0); python/sglang/srt/environ.py: the variable defaults to off.
+ *               input_token_logprobs (prefill, logprob_start_len >= 0) come from
+ *               python/sglang/srt/layers/logits_processor.py, with no temperature
+ *    [auth]     python/sglang/srt/utils/auth.py: with --api-key every route but /health*,
+ *               /ready*, /metrics* needs `Authorization: Bearer <key>` (401 {"error": "Unauthorized"})
  *  Not reproduced (501 or 400 naming the double): streaming, batches (a list of prompts or
  *  of sampling_params), n > 1, the OpenAI-compatible routes (/v1/completions, /v1/chat/...:
  *  SGLang has them, floe does not use them), LoRA, multimodal input. `text` is the backend's
@@ -50,6 +57,11 @@ export interface SglangDoubleOptions {
   healthGeneration?: boolean;
   /** SGLANG_HEALTH_CHECK_TIMEOUT in ms (default 20 s). */
   healthCheckTimeoutMs?: number;
+  /** SGLANG_RETURN_ORIGINAL_LOGPROB=1 (default false, as the server's): the log-probs of sampled
+   *  ids are the model's own; otherwise [sampler] they are log_softmax(logits / T). */
+  returnOriginalLogprob?: boolean;
+  /** --api-key [auth]. */
+  apiKey?: string;
 }
 
 export interface RecordedRequest { method: string; route: string; body: unknown }
@@ -165,6 +177,7 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
 
   const info0 = (await bcall('/health')).json as { max_model_len: number; model: string; version: number };
   const info = { context: info0.max_model_len, model: info0.model };
+  const vocab = (info0 as { vocab_size?: number }).vocab_size ?? 0;
 
   // ---- server state (what a restart resets)
   let paused = false;
@@ -279,7 +292,9 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
       pendingRids.delete(rid);
       flights.set(rid, f);
       try {
-        return await runFlight(f, prompt, promptLen, sp, returnLogprob);
+        // [sched] logprob_start_len -1 (or absent): from the end of the prompt, no input log-probs
+        const start = typeof b.logprob_start_len === 'number' && b.logprob_start_len >= 0 ? b.logprob_start_len : null;
+        return await runFlight(f, prompt, promptLen, sp, returnLogprob, start);
       } finally {
         settle(f);
       }
@@ -287,7 +302,38 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
       pendingRids.delete(rid);
     }
   }
-  async function runFlight(f: Flight, prompt: number[], promptLen: number, sp: Sampling, returnLogprob: boolean): Promise<Reply> {
+  /** [sampler] log_softmax(logits / T) at each generated position, from the backend's raw
+   *  log-probs of every id there (raw = logits − lse, so raw / T differs from logits / T by a
+   *  constant that the renormalisation removes). One scoring call per position, vocab-wide. */
+  async function scaledLogprobs(prompt: number[], ids: number[], t: number): Promise<number[]> {
+    const out: number[] = [];
+    for (let i = 0; i < ids.length; i++) {
+      const prefix = [...prompt, ...ids.slice(0, i)];
+      const samples = Array.from({ length: vocab }, (_, v) => ({ prompt_ids: prefix, completion_ids: [v] }));
+      const r = await bcall('/logprobs', { samples });
+      if (r.status !== 200) throw new Error(`backend /logprobs: ${backendMessage(r)}`);
+      const raw = (r.json as { logprobs: number[][] }).logprobs.map((x) => x[0] / t);
+      const m = Math.max(...raw);
+      const lse = m + Math.log(raw.reduce((a, x) => a + Math.exp(x - m), 0));
+      out.push(raw[ids[i]] - lse);
+    }
+    return out;
+  }
+
+  /** input_token_logprobs from `start` ([logits_processor], no temperature): [lp, id, null] per
+   *  prompt position; position 0 has no log-prob (None). */
+  async function inputLogprobs(prompt: number[], start: number): Promise<[number | null, number, null][]> {
+    const from = Math.max(1, start);
+    const out: [number | null, number, null][] = start === 0 ? [[null, prompt[0], null]] : [];
+    if (from >= prompt.length) return out;
+    const r = await bcall('/logprobs', { samples: [{ prompt_ids: prompt.slice(0, from), completion_ids: prompt.slice(from) }] });
+    if (r.status !== 200) throw new Error(`backend /logprobs: ${backendMessage(r)}`);
+    const lp = (r.json as { logprobs: number[][] }).logprobs[0];
+    for (let j = from; j < prompt.length; j++) out.push([lp[j - from], prompt[j], null]);
+    return out;
+  }
+
+  async function runFlight(f: Flight, prompt: number[], promptLen: number, sp: Sampling, returnLogprob: boolean, logprobStart: number | null): Promise<Reply> {
     const maxNew = sp.maxNewTokens ?? 128;
     let c: BackendChoice;
     if (maxNew === 0) {
@@ -322,7 +368,12 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
     }
     lastReceive = Date.now();
     const n = c.token_ids.length;
-    const entries = c.token_ids.map((t, i) => [c.logprobs.token_logprobs[i], t, null]);
+    // [sampler] temperature-scaled unless SGLANG_RETURN_ORIGINAL_LOGPROB=1 (T 0 is greedy: original; T 1 changes nothing)
+    const lps = opts.returnOriginalLogprob || sp.temperature === 0 || sp.temperature === 1 || n === 0
+      ? c.logprobs.token_logprobs
+      : await scaledLogprobs(prompt, c.token_ids, sp.temperature);
+    const entries = c.token_ids.map((t, i) => [lps[i], t, null]);
+    const inputEntries = returnLogprob && logprobStart !== null && logprobStart < promptLen ? await inputLogprobs(prompt, logprobStart) : [];
     const sp2 = spans(c.weight_versions, n);
     if (c.finish_reason === 'abort' && n === 0) {
       // [tm] _handle_abort_req: aborted before it was scheduled (no prompt_tokens in this meta_info)
@@ -341,7 +392,7 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
         : { type: 'abort', message: 'Aborted', status_code: null, err_type: null };
     // [tm] _handle_batch_output: meta_info of a finished, non-streamed request
     const meta: Record<string, unknown> = { id: f.rid, finish_reason: finish, prompt_tokens: promptLen, weight_version: weightVersion, num_retractions: 0 };
-    if (returnLogprob) Object.assign(meta, { input_token_logprobs: [], output_token_logprobs: entries, output_token_logprobs_length: n });
+    if (returnLogprob) Object.assign(meta, { input_token_logprobs: inputEntries, output_token_logprobs: entries, output_token_logprobs_length: n });
     Object.assign(meta, { reasoning_tokens: 0, completion_tokens: n, cached_tokens: 0 });
     Object.assign(meta, { weight_versions: sp2, weight_version: sp2[sp2.length - 1].version });
     meta.e2e_latency = (Date.now() - f.started) / 1000;
@@ -538,6 +589,9 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
         res.writeHead(r.status, { ...(r.type ? { 'content-type': r.type } : {}), 'content-length': Buffer.byteLength(r.body) });
         res.end(r.body);
       };
+      // [auth] decide_request_auth: /health*, /ready*, /metrics* are always allowed
+      const open = ['/health', '/ready', '/metrics'].some((p) => url.pathname.startsWith(p));
+      if (opts.apiKey && !open && req.headers.authorization !== `Bearer ${opts.apiKey}`) return send(json(401, { error: 'Unauthorized' }));
       const byMethod = routes.get(url.pathname);
       const h = byMethod?.get(req.method ?? 'GET');
       if (!byMethod) return send(notFound());

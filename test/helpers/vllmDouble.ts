@@ -4,11 +4,11 @@ import type { AddressInfo, Socket } from 'node:net';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 
-/** A test double of a vLLM 0.33.0 OpenAI-compatible server (`vllm serve`), generating with a
+/** A test double of a vLLM 0.34.0 OpenAI-compatible server (`vllm serve`), generating with a
  *  real backend: floe's reference engine at `backend`. It answers the routes floe's vLLM
  *  adapter uses with the requests and responses vLLM's source defines, read from the release
- *  (the PyPI wheel vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl; its vllm/_version.py names
- *  commit 4ba787ec9 of vllm-project/vllm). Files, as paths in that repository at that commit:
+ *  (the PyPI wheel vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl; its vllm/_version.py names
+ *  commit g62d4bc3c7). Files, as paths inside that wheel:
  *
  *  [routers]    vllm/entrypoints/launchers/api_server/routers.py: which routers exist; the dev
  *               and RL routers only with VLLM_SERVER_DEV_MODE=1.
@@ -28,6 +28,12 @@ import { randomUUID } from 'node:crypto';
  *               vllm/v1/metrics/loggers.py; [basic] .../basic.py (/version);
  *               [models] vllm/entrypoints/openai/models/serving.py (/v1/models)
  *  [engine]     vllm/v1/engine/{async_llm,output_processor,core}.py: request ids, abort, pause
+ *  [reload]     vllm/v1/worker/gpu_worker.py (Worker.reload_weights(weights_iterator=None,
+ *               weights_path=None, is_checkpoint_format=True) → None), reachable over
+ *               /collective_rpc as a built-in worker method; every tensor-parallel worker runs it
+ *  [auth]       vllm/entrypoints/serve/middleware/authenticate.py: with --api-key, paths under
+ *               /v1, /v2, /inference, /cohere need `Authorization: Bearer <key>` (401
+ *               {"error": "Unauthorized"}); /health, /metrics and the dev routes do not
  *
  *  Unknown paths answer FastAPI/Starlette's default 404 {"detail": "Not Found"} (405
  *  {"detail": "Method Not Allowed"} for a known path with another method).
@@ -35,8 +41,9 @@ import { randomUUID } from 'node:crypto';
  *  Known differences (the double is not vLLM): one backend sequence per choice, so
  *  logprobs.top_logprobs holds the sampled id only (vLLM adds the top `logprobs` ids); streaming,
  *  echo, beam search, prompt_embeds, suffix, logit_bias, top_k / min_p / penalties and stop
- *  strings with `n` > 1 answer 501 NotImplementedError; /collective_rpc knows only floe's
- *  methods (vLLM's own worker methods are "not implemented" here); dev routes other than the
+ *  strings with `n` > 1 answer 501 NotImplementedError; /collective_rpc knows floe's methods and
+ *  vLLM's reload_weights (with weights_path; other vLLM worker methods are "not implemented"
+ *  here); dev routes other than the
  *  ones above (sleep, server_info, weight transfer) are 404. With `tokensPerSecond`, a request's
  *  ids are released at that rate (the backend generates them at once): an abort answers the ids
  *  released so far, as a real server at that speed would. */
@@ -55,6 +62,10 @@ export interface VllmDoubleOptions {
   tokensPerSecond?: number;
   /** --served-model-name (default: the backend's model name). */
   servedModelName?: string;
+  /** --tensor-parallel-size (default 1): /collective_rpc answers one result per worker. */
+  tensorParallel?: number;
+  /** --api-key [auth]. */
+  apiKey?: string;
 }
 
 export interface RecordedRequest { method: string; route: string; body: unknown }
@@ -64,13 +75,15 @@ export interface VllmDouble {
   port: number;
   /** Every request the double received, in order (route: path and query). */
   requests: RecordedRequest[];
+  /** Worker loads through reload_weights so far (floe_load_folder's and the built-in's), one per worker. */
+  readonly reloads: number;
   /** A server restart: open connections are dropped, nothing listens for `downMs` (connections
    *  are refused), the backend is reset to the launch weights, then the same port listens again. */
   restart(o?: { downMs?: number }): Promise<void>;
   close(): Promise<void>;
 }
 
-export const VLLM_DOUBLE_VERSION = '0.33.0';
+export const VLLM_DOUBLE_VERSION = '0.34.0';
 /** What floe_vllm.FloeWorkerExtension.floe_ping answers. */
 export const FLOE_VLLM_VERSION = '0.1.0';
 /** vLLM's --max-logprobs default (vllm/config/model.py). */
@@ -328,6 +341,8 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
   /** [engine] reject_new_requests: set by a pause in mode abort or wait, cleared by resume. */
   let rejectNew = false;
   let paused = false;
+  let reloads = 0;
+  let builtinReloads = 0;
   let down = false;
   /** [version] the engine core's weight-version label: "default" at launch (vllm/v1/engine/core.py,
    *  EngineCore.__init__), set by POST /update_weight_version, attached to every output. */
@@ -595,9 +610,25 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
     // a worker's exception, as the client sees it: run_method's NotImplementedError, re-raised by
     // the executor, reported by the engine core's utility call, answered by the exception handler
     const workerFailed = (err: string) => vllmError(500, 'InternalServerError', `Call to collective_rpc method failed: Worker failed with error '${err}', please check the stack trace above for the root cause`);
+    const workers = opts.tensorParallel ?? 1;
+    const each = <T>(r: T): T[] => Array.from({ length: workers }, () => r);
+    if (method === 'reload_weights') {
+      // [reload] vLLM's own worker method: weights_path (a folder in checkpoint format) or the
+      // model's own path; returns None from every worker. The double's backend needs a version:
+      // the folder's checkpoint.json holds floe's, else the version goes up by one.
+      const kw = (kwargs && typeof kwargs === 'object' ? kwargs : {}) as { weights_path?: unknown; is_checkpoint_format?: unknown };
+      const wp = kw.weights_path ?? argv[1];
+      if (typeof wp !== 'string') return workerFailed('the vLLM double reloads from weights_path only (a weights_iterator cannot cross HTTP)');
+      let v: number | undefined;
+      try { v = (JSON.parse(fs.readFileSync(path.join(wp, 'checkpoint.json'), 'utf8')) as { version?: number }).version; } catch { v = undefined; }
+      const b = await bcall('/update_weights', { path: wp, version: v ?? ++builtinReloads });
+      if (b.status !== 200) return workerFailed(backendMessage(b));
+      reloads += workers;
+      return new HttpReply(200, { results: each(null) });
+    }
     const floe = workerExtension && (method === 'floe_ping' || method === 'floe_load_folder');
     if (!floe) return workerFailed(`Method '${String(method)}' is not implemented.`);
-    if (method === 'floe_ping') return new HttpReply(200, { results: [{ floe_vllm: FLOE_VLLM_VERSION }] });
+    if (method === 'floe_ping') return new HttpReply(200, { results: each({ floe_vllm: FLOE_VLLM_VERSION }) });
     // floe_load_folder(folder, version=None, verify=True), as engine/floe_vllm/worker.py defines it
     const folder = argv[0];
     if (typeof folder !== 'string') return workerFailed("FloeWorkerExtension.floe_load_folder() missing 1 required positional argument: 'folder'");
@@ -613,9 +644,11 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
     if (version === undefined) return workerFailed(`no version given and ${path.join(folder, 'checkpoint.json')} has none`);
     const b = await bcall('/update_weights', { path: folder, version });
     if (b.status !== 200) return workerFailed(backendMessage(b));
+    // engine/floe_vllm/worker.py loads through the worker's reload_weights, on every worker
+    reloads += workers;
     const files = Object.values(meta.files ?? {});
     const ms = Date.now() - started;
-    return new HttpReply(200, { results: [{ version, files: files.length, bytes: files.reduce((n, f) => n + (f.bytes ?? 0), 0), tensors: null, load_ms: ms, verify_ms: 0 }] });
+    return new HttpReply(200, { results: each({ version, files: files.length, bytes: files.reduce((n, f) => n + (f.bytes ?? 0), 0), tensors: null, load_ms: ms, verify_ms: 0 }) });
   }
 
   // [routers] the routes that exist; dev ones only in dev mode
@@ -661,6 +694,12 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
     const byMethod = routes.get(url.pathname);
     const fn = byMethod?.get(req.method ?? 'GET');
     let reply: HttpReply;
+    // [auth] AuthenticationMiddleware: GUARDED_PREFIX only, OPTIONS passes
+    const guarded = ['/v1', '/v2', '/inference', '/cohere'].some((g) => url.pathname.startsWith(g)) && req.method !== 'OPTIONS';
+    if (opts.apiKey && guarded && req.headers.authorization !== `Bearer ${opts.apiKey}`) {
+      res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'Unauthorized' }));
+      return;
+    }
     try {
       reply = !byMethod ? NOT_FOUND : !fn ? METHOD_NOT_ALLOWED : await fn(req, res, raw, url);
     } catch (e) {
@@ -696,6 +735,7 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
     url: `http://127.0.0.1:${port}`,
     port,
     requests,
+    get reloads() { return reloads; },
     async restart(o = {}) {
       if (down) throw new Error('vLLM double: restart while already down');
       down = true;
