@@ -6,6 +6,6 @@ export default defineConfig({
   test: {
     include: ['test/unit/**/*.test.ts'],
     pool: 'threads',
-    testTimeout: 30_000,
+    testTimeout: 60_000,
   },
 });

@@ -40,8 +40,8 @@ export interface GenerateTurnInput {
   systemPrompt: string;
   sampling: { temperature: number; topP: number; maxTokensPerTurn: number };
   /** How long one generation request may take before floe stops waiting (config
-   *  engines.generateTimeoutSeconds; absent in histories from before it: 300 s). */
-  generateTimeoutSeconds?: number;
+   *  engines.generateTimeoutSeconds). */
+  generateTimeoutSeconds: number;
   seed?: number;
   /** A frozen-weight evaluation's version: ids any other version made are dropped (never
    *  scored), the engine is loaded again with the weights floe recorded for it, and the
@@ -68,8 +68,6 @@ export type GeneratedTurn =
   | { kind: 'prompt_too_long'; engineId: string; detail: string };
 
 const MAX_TEXT_IN_HISTORY = 8192;
-/** engines.generateTimeoutSeconds' default (core/config.ts), for inputs from before the field. */
-const DEFAULT_GENERATE_TIMEOUT_S = 300;
 
 function heartbeat(): void {
   try { Context.current().heartbeat(); } catch { /* called outside an activity (tests) */ }
@@ -147,7 +145,7 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
         res = await adapter.generate({
           requestId, promptIds: next.promptIds, maxTokens: next.maxTokens, temperature: input.sampling.temperature, topP: input.sampling.topP,
           seed: input.seed === undefined ? undefined : input.seed + 1000 * seq, stopTokenIds: r.info.stop_token_ids, user: input.rolloutId,
-        }, { timeoutMs: (input.generateTimeoutSeconds ?? DEFAULT_GENERATE_TIMEOUT_S) * 1000 });
+        }, { timeoutMs: input.generateTimeoutSeconds * 1000 });
       } catch (err) {
         const slow = err instanceof EngineHttpError && err.timedOut && await answersHealth(adapter);
         placed.done(!(err instanceof EngineHttpError) || err.status === 400 || slow);

@@ -63,8 +63,8 @@ export interface RolloutSettings {
   render: RenderSpec;
   systemPrompt: string;
   sampling: { temperature: number; topP: number; maxTokensPerTurn: number };
-  /** config engines.generateTimeoutSeconds (absent in settings from before it: 300). */
-  generateTimeoutSeconds?: number;
+  /** config engines.generateTimeoutSeconds. */
+  generateTimeoutSeconds: number;
   budgets: Budgets;
   maxObservationChars: number;
   sandbox: SandboxSettings;

@@ -51,7 +51,7 @@ const COMMANDS = ['ls', 'cat bucket.py', 'echo héllo', "printf 'a\\0b'", 'pytho
 function input(rolloutId: string, turnIndex: number): GenerateTurnInput {
   return {
     runId, rolloutId, turnIndex, taskId: TASK, groupId: `${rolloutId}-g`, engines: [{ id: 'double', url: engine.url, node: 'local', kind: 'reference' }], router: 'least-loaded',
-    render: QWEN, systemPrompt: SYSTEM_PROMPT, sampling: { temperature: 1, topP: 1, maxTokensPerTurn: 512 },
+    render: QWEN, systemPrompt: SYSTEM_PROMPT, sampling: { temperature: 1, topP: 1, maxTokensPerTurn: 512 }, generateTimeoutSeconds: parseRunConfig({}).engines.generateTimeoutSeconds,
   };
 }
 

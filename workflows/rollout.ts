@@ -115,7 +115,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     for (;;) {
       const over: Ended | null = budgetGate(state, cfg.budgets, Date.now());
       if (over) return atBudget(over);
-      const gen = await engine.generateTurn({ runId: input.runId, rolloutId, turnIndex: state.turns, taskId: input.taskId, groupId: input.groupId, engines: cfg.engines, router: cfg.router, render: cfg.render, systemPrompt: cfg.systemPrompt, sampling: cfg.sampling, ...(cfg.generateTimeoutSeconds === undefined ? {} : { generateTimeoutSeconds: cfg.generateTimeoutSeconds }), seed: input.seed === undefined ? undefined : input.seed + state.turns, ...(cfg.frozenVersion === undefined ? {} : { frozenVersion: cfg.frozenVersion }) });
+      const gen = await engine.generateTurn({ runId: input.runId, rolloutId, turnIndex: state.turns, taskId: input.taskId, groupId: input.groupId, engines: cfg.engines, router: cfg.router, render: cfg.render, systemPrompt: cfg.systemPrompt, sampling: cfg.sampling, generateTimeoutSeconds: cfg.generateTimeoutSeconds, seed: input.seed === undefined ? undefined : input.seed + state.turns, ...(cfg.frozenVersion === undefined ? {} : { frozenVersion: cfg.frozenVersion }) });
       if (gen.kind === 'prompt_too_long') return atBudget({ gate: 'budget_tokens', detail: { engine: gen.engineId, detail: gen.detail } });
       const turnIndex = state.turns;
       state.turns++;
