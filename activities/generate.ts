@@ -2,9 +2,8 @@ import type pg from 'pg';
 import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import { checkRawOutput, DEFAULT_SPECIAL_TOKEN_TEXTS, type FormatVerdict } from '../core/toolFormat.js';
-import type { RenderSpec } from '../core/renderSpec.js';
+import type { RolloutSettings } from '../core/contracts.js';
 import { conversation, toolSchemas, type TurnRecord } from '../core/harness.js';
-import type { RouterPolicy } from '../core/router.js';
 import { endsTurn, nextPrompt, renderDrift, type RenderDrift, type TurnTokens } from '../core/tokenPath.js';
 import { randomUUID } from 'node:crypto';
 import { abortedByUpdate, attribute, emptyTurn, labelsAgree, extendTurn, MAX_REQUESTS_PER_TURN, resubmission, servable, type EngineWeights, type TurnSoFar } from '../core/weightVersions.js';
@@ -26,28 +25,19 @@ import type { Renderer, Renderers } from './renderer.js';
  *  (core/hermesParser.ts), and the turn's row still says whether the raw check accepted it
  *  (turns.format_ok / format_reason), so raw-format validity can be plotted for every layer. */
 
-export interface GenerateTurnInput {
+/** One turn's generation: the rollout's generation settings (core/contracts.ts RolloutSettings:
+ *  engines, router, render, system prompt, sampling, timeout; frozenVersion for a frozen-weight
+ *  evaluation, whose ids of any other version are dropped, never scored, the engine loaded again
+ *  with the weights floe recorded for it and the request sent again from the same prefix). */
+export type GenerateTurnInput = Pick<RolloutSettings, 'engines' | 'router' | 'render' | 'systemPrompt' | 'sampling' | 'generateTimeoutSeconds' | 'frozenVersion'> & {
   runId: string;
   rolloutId: string;
   turnIndex: number;
   taskId: string;
   /** The rollout's group: requests of one group share a prompt prefix (sticky placement). */
   groupId?: string;
-  engines: EngineEndpoint[];
-  router: RouterPolicy;
-  /** Tokenizer and chat template. */
-  render: RenderSpec;
-  systemPrompt: string;
-  sampling: { temperature: number; topP: number; maxTokensPerTurn: number };
-  /** How long one generation request may take before floe stops waiting (config
-   *  engines.generateTimeoutSeconds). */
-  generateTimeoutSeconds: number;
   seed?: number;
-  /** A frozen-weight evaluation's version: ids any other version made are dropped (never
-   *  scored), the engine is loaded again with the weights floe recorded for it, and the
-   *  request is sent again from the same prefix. Absent: training (any version is kept). */
-  frozenVersion?: number;
-}
+};
 
 export type GeneratedTurn =
   | {

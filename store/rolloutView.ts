@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Queryable } from './pool.js';
+import type { TurnRow } from './rollouts.js';
 
 /** What the rollout viewer (`floe view`, report/viewer/) reads: a run's rollouts with their
  *  gate, batch and engines; one rollout's turns, gate decision, submission and batch; one
@@ -87,26 +88,13 @@ export async function listTaskRollouts(db: Queryable, runId: string, taskId: str
   return r.rows.map(listRow);
 }
 
-/** A turn without its ids: what the rollout page shows before a turn is opened. */
-export interface ViewTurn {
-  turnIndex: number;
-  engineId: string | null;
-  rawText: string;
-  finishReason: string | null;
-  weightVersions: number[] | null;
-  formatOk: boolean;
-  formatReason: string | null;
-  toolName: string | null;
-  toolArgs: unknown;
-  observation: string | null;
-  exitCode: number | null;
-  shortcutFlags: string[];
-  genMs: number | null;
-  toolMs: number | null;
+/** A turn without its ids: what the rollout page shows before a turn is opened (the turns row
+ *  as store/rollouts.ts writes it, with token counts from turn_tokens). */
+export type ViewTurn = Omit<TurnRow, 'rolloutId' | 'promptTokens' | 'completionTokens'> & {
   /** Ids the renderer added before the turn, and ids generated (null: no turn_tokens row). */
   inputTokens: number | null;
   generatedTokens: number | null;
-}
+};
 
 export interface ViewRollout {
   row: ViewRolloutRow;
