@@ -6,7 +6,7 @@ import type { RolloutSettings } from '../core/contracts.js';
 import { conversation, toolSchemas, type TurnRecord } from '../core/harness.js';
 import { endsTurn, nextPrompt, renderDrift, type RenderDrift, type TurnTokens } from '../core/tokenPath.js';
 import { randomUUID } from 'node:crypto';
-import { abortedByUpdate, attribute, emptyTurn, labelsAgree, extendTurn, MAX_REQUESTS_PER_TURN, resubmission, servable, type EngineWeights, type TurnSoFar } from '../core/weightVersions.js';
+import { abortedByUpdate, attribute, emptyTurn, labelsAgree, extendTurn, MAX_REQUESTS_PER_TURN, resubmission, servable, spanVersions, switchPoints, type Attribution, type EngineWeights, type TurnSoFar } from '../core/weightVersions.js';
 import { adapterFor, answersHealth, EngineHttpError, type EngineEndpoint, type FinishReason, type GenerateResult } from './engines/index.js';
 import { answerEngineRequest, claimEngineResync, getEngineEpoch, getEngineWeights, insertEngineEvent, insertEngineRequest, markEngineUnknown, releaseEngineResync, setEngineServing, type RequestOutcome } from '../store/engines.js';
 import { listTurnHistory, upsertTurnTokens } from '../store/rollouts.js';
@@ -195,20 +195,32 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
         return record(input, engine, r, p, soFar, res.finishReason, genMs);
       }
       const epoch = await getEngineEpoch(pool, input.runId, engine.id);
-      let a = attribute(weights, epoch, res.finishReason);
-      if (a.keep && !labelsAgree(a.version, res.servedLabels)) {
-        // the server says other weights made these ids: it restarted with its launch weights
-        a = { keep: false, reason: 'label_mismatch' };
-        await markEngineUnknown(pool, engine);
+      // Which weights made each id. A server that reports weight-version spans says so exactly,
+      // whatever happened meanwhile (with engines.updateMode 'keep' a request runs through an
+      // update and its ids hold two versions); without them floe attributes the ids by its own
+      // update epochs (core/weightVersions.ts attribute).
+      let a: Attribution;
+      let stamps: number[] | null = null;
+      if (res.servedSpans) {
+        stamps = spanVersions(res.servedSpans, res.tokenIds.length, weights.version);
+        // spans naming weights floe did not load (a restarted server's launch label) are no version of the run's
+        a = stamps ? { keep: true, version: stamps[stamps.length - 1] ?? weights.version } : { keep: false, reason: 'label_mismatch' };
+      } else {
+        a = attribute(weights, epoch, res.finishReason);
+        if (a.keep && !labelsAgree(a.version, res.servedLabels)) a = { keep: false, reason: 'label_mismatch' };
       }
-      if (a.keep && !frozen([a.version])) {
+      // the server says other weights made these ids: it restarted with its launch weights
+      if (!a.keep && a.reason === 'label_mismatch') await markEngineUnknown(pool, engine);
+      if (a.keep && !frozen(stamps ?? [a.version])) {
         // an update landed on this engine during a frozen-weight evaluation
         a = { keep: false, reason: 'not_frozen' };
         await markEngineUnknown(pool, engine);
       }
-      if (a.keep) soFar = extendTurn(soFar, res.tokenIds, res.logprobs, a.version);
+      if (a.keep) soFar = extendTurn(soFar, res.tokenIds, res.logprobs, stamps ?? a.version);
       const outcome: RequestOutcome = !a.keep ? 'dropped' : abortedByUpdate(weights.epoch, epoch, res.finishReason) ? 'aborted' : 'answered';
-      await answered(requestId, res, a.keep ? a.version : null, outcome, a.keep ? over : { reason: a.reason, labels: res.servedLabels ?? null }, epoch);
+      // a request kept through an update records where its ids switch version
+      const switched = stamps && switchPoints(stamps).length ? { switchAt: switchPoints(stamps), versions: [...new Set(stamps)] } : null;
+      await answered(requestId, res, a.keep ? a.version : null, outcome, a.keep ? (over || switched ? { ...over, ...switched } : null) : { reason: a.reason, labels: res.servedLabels ?? null }, epoch);
       if (outcome === 'answered') return record(input, engine, r, p, soFar, res.finishReason, genMs);
       // aborted by a weight update's pause (or its ids cannot be attributed): send again from the exact prefix
     }

@@ -8,7 +8,7 @@ import { listRolloutTokens } from '../store/rollouts.js';
 import type { Queryable } from '../store/pool.js';
 import { modelFolder, verifyModelFolder } from './modelFolder.js';
 import { rolloutSequence, type TurnTokens } from '../core/tokenPath.js';
-import type { TrainingSample, TrainStepConfig } from '../core/contracts.js';
+import type { TrainingSample, TrainStepConfig, UpdateMode } from '../core/contracts.js';
 
 /** Activities of a GPU node's worker (task queue floe-gpu@<node>): the trainer and the
  *  inference engines that run on that node, over HTTP. */
@@ -102,6 +102,8 @@ export interface LoadWeightsInput {
   version: number;
   /** recipe.cacheRebuild: false = the engine keeps its caches after the load. */
   cacheRebuild: boolean;
+  /** engines.updateMode: what the pause does to the requests a paused engine holds. */
+  updateMode: UpdateMode;
 }
 
 export interface LoadWeightsResult { engineId: string; loadMs: number; stages?: Record<string, number> }
@@ -175,14 +177,17 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
         if (adapter.inPlaceUpdates) {
           await timed('load_ms', () => keepCache ? adapter.loadWeights(folder, input.version, { keepCache }) : adapter.loadWeights(folder, input.version));
         } else {
+          // 'abort': every request in flight answers what it made and is resubmitted by its generate
+          // activity; 'keep': the engine holds them, and the flush makes it recompute their K/V
+          const keep = input.updateMode === 'keep';
           await beginEngineUpdate(pool, input.runId, input.engine);
-          await timed('pause_ms', () => adapter.pause());
-          await timed('load_ms', () => adapter.loadWeights(folder, input.version, { verified: true })); // verifiedOnce above, on this node
-          if (!keepCache) await timed('flush_ms', () => adapter.flushCache()); // recipe.cacheRebuild off: the prefix cache keeps the old weights' K/V
+          await timed('pause_ms', () => adapter.pause(keep ? 'keep' : 'abort'));
+          await timed('load_ms', () => adapter.loadWeights(folder, input.version, { verified: true, keepRequests: keep })); // verifiedOnce above, on this node
+          if (!keepCache) await timed('flush_ms', () => adapter.flushCache({ running: keep })); // recipe.cacheRebuild off: the prefix cache (and a kept request's K/V) keeps the old weights'
         }
         await setEngineServing(pool, input.runId, input.engine, input.version, folder);
         if (!adapter.inPlaceUpdates) await timed('resume_ms', () => adapter.resume());
-        await insertEngineEvent(pool, { runId: input.runId, engineId: input.engine.id, event: 'weights_loaded', version: input.version, detail: { kind: adapter.kind, folder, files: check.files, bytes: check.bytes, ...stages } });
+        await insertEngineEvent(pool, { runId: input.runId, engineId: input.engine.id, event: 'weights_loaded', version: input.version, detail: { kind: adapter.kind, updateMode: adapter.inPlaceUpdates ? 'in_place' : input.updateMode, folder, files: check.files, bytes: check.bytes, ...stages } });
         return { engineId: input.engine.id, loadMs: Date.now() - started, stages };
       } finally {
         clearInterval(beat);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ENGINE_KINDS, LOSS_AGGS, RATIO_MODES } from './contracts.js';
+import { ENGINE_KINDS, LOSS_AGGS, RATIO_MODES, UPDATE_MODES } from './contracts.js';
 import { SYSTEM_PROMPT } from './harness.js';
 import { redactUrlsIn, urlCredentialsProblem } from './exposure.js';
 
@@ -108,6 +108,9 @@ export const RunConfigSchema = z.strictObject({
     }),
     generateTimeoutSeconds: positiveInt.max(480).default(300).meta({
       description: 'How long floe waits for one generation request before it stops waiting, aborts it and tries another engine. A request that times out on a server that still answers its health route is a slow request on a loaded server, not a dead engine: the engine is not resynced. At most 480 (the generation activity itself ends after 10 minutes).',
+    }),
+    updateMode: z.enum(UPDATE_MODES).default('abort').meta({
+      description: "What a weight update does to the requests a vLLM or SGLang server is generating (docs/guides/engines.md \"Requests in flight during an update\"). 'abort' = abort and resubmit: the server is paused with every request aborted (each answers the ids it made, stamped with the old version), loaded, flushed and resumed, and floe sends each aborted request again from its exact token prefix. 'keep' = the server keeps them: vLLM pauses in mode keep and, after the load, preempts the running requests so their K/V is recomputed under the new weights (/reset_prefix_cache?reset_running_requests=true); SGLang pauses in mode retract (requests go back to its waiting queue, K/V freed and recomputed after continue). A turn that spans the update then holds ids of both versions, each id stamped from the server's weight-version spans. The reference engine always swaps weights under running requests and rebuilds their caches itself, whatever this says.",
     }),
     router: z.enum(['least-loaded', 'sticky', 'round-robin']).default('least-loaded').meta({
       description: 'Placement of generation requests (core/router.ts): \'least-loaded\' = the healthy engine with the least outstanding work, per request; \'sticky\' = a rollout stays on one engine, chosen by its group for prefix-cache reuse; \'round-robin\' = engines in turn, blind to load. The placement layer of the recipe.',

@@ -24,6 +24,13 @@ export interface EngineEndpoint {
   kind: EngineKind;
 }
 
+/** What a weight update does to the requests a paused server is generating (config
+ *  engines.updateMode): 'abort' = abort and resubmit from the exact prefix; 'keep' = the server
+ *  keeps them and recomputes their K/V under the new weights (vLLM pause mode keep + preempting
+ *  reset, SGLang pause mode retract). */
+export const UPDATE_MODES = ['abort', 'keep'] as const;
+export type UpdateMode = (typeof UPDATE_MODES)[number];
+
 // ------------------------------------------------------------------------------ rollouts
 
 /** How a rollout ends, and why: the reason its reward is what it is (turns.gate, gate_decisions). */

@@ -86,3 +86,41 @@ export const MAX_REQUESTS_PER_TURN = 8;
 
 /** Whether a request may be placed on an engine in this state now. */
 export const servable = (s: WeightState): boolean => s === 'serving';
+
+/** One span of a server's weight-version report (vLLM's WeightVersionSpan, SGLang's
+ *  meta_info.weight_versions): generated ids [start, end) were sampled by the weights labelled
+ *  `label`. */
+export interface LabelSpan { label: string; start: number; end: number }
+
+/** The version a weight-version label names: floe labels every version it loads String(version);
+ *  any other label is the server's launch label ("default" unless --weight-version says), the
+ *  launch weights, version 0. */
+export const labelVersion = (label: string): number => (/^\d+$/.test(label) ? Number(label) : 0);
+
+/** Per-token versions from a server's spans, for an answer of `n` ids to a request sent while
+ *  floe recorded `sentVersion` for the engine. With engines.updateMode 'keep' a request runs
+ *  through an update and its ids carry two versions; the spans say exactly where the switch is.
+ *  null when the spans cannot be trusted: they do not cover the ids [0, n) end to end, or name a
+ *  version before `sentVersion` (the server serves weights floe did not load into it: it
+ *  restarted with its launch weights), or a version goes backwards. */
+export function spanVersions(spans: readonly LabelSpan[], n: number, sentVersion: number): number[] | null {
+  if (n === 0) return [];
+  const out: number[] = [];
+  let prev = sentVersion;
+  for (const s of spans) {
+    if (s.start !== out.length || s.end < s.start || s.end > n) return null;
+    const v = labelVersion(s.label);
+    if (v < prev) return null;
+    prev = v;
+    for (let i = s.start; i < s.end; i++) out.push(v);
+  }
+  return out.length === n ? out : null;
+}
+
+/** Where the version changes inside one answer (indices of the first id of each later version):
+ *  a turn that spans a weight update records them. */
+export function switchPoints(versions: readonly number[]): number[] {
+  const out: number[] = [];
+  for (let i = 1; i < versions.length; i++) if (versions[i] !== versions[i - 1]) out.push(i);
+  return out;
+}

@@ -389,6 +389,46 @@ describe('SGLang adapter (against the SGLang 0.5.23 double)', () => {
     expect(await backendVersion()).toBe(1);
   });
 
+  it('a pause in mode retract (floe\'s keep) keeps a long generation through a load: it goes on under the new weights, its spans say where', async () => {
+    const a = adapter(slow);
+    let seed = 0;
+    let long = await direct({ prompt: PROMPT, maxTokens: 120, temperature: 1, seed });
+    for (let s = 1; s < 24 && long.ids.length < 60; s++) {
+      const d = await direct({ prompt: PROMPT, maxTokens: 120, temperature: 1, seed: s });
+      if (d.ids.length > long.ids.length) { long = d; seed = s; }
+    }
+    expect(long.ids.length).toBeGreaterThanOrEqual(30);
+    const before = await backendVersion();
+    const g = a.generate(req({ maxTokens: 120, temperature: 1, seed }));
+    await sleep(500);
+    await a.pause('keep');
+    // a new version, published by the trainer while the request is held
+    const completion = [...Buffer.from('keep me')];
+    const sample: TrainingSample = {
+      rollout_id: 'keep-me', group_id: 'keep-me', reward: 1, advantage: 1, ids: [...PROMPT, ...completion],
+      loss_mask: [...PROMPT.map(() => 0), ...completion.map(() => 1)], behaviour_logprobs: [...PROMPT.map(() => 0), ...completion.map(() => -1)],
+      token_versions: [...PROMPT.map(() => -1), ...completion.map(() => before)],
+    };
+    const step = await post(gpu.trainer!.url, '/train_step', { samples: [sample], config: trainStepConfig(parseRunConfig({ trainer: { lr: 1e-3 } }).trainer, before + 1, before + 1) });
+    expect(step.status).toBe(200);
+    const published = step.json as { version: number; path: string };
+    await a.loadWeights(modelFolder(published.path), published.version, { keepRequests: true });
+    await a.flushCache({ running: true });
+    await a.resume();
+    const r = await g;
+    expect(r.finishReason).not.toBe('abort');
+    const labels = r.servedSpans!.map((x) => x.label);
+    expect(labels).toHaveLength(2);
+    expect(labels[1]).toBe(String(published.version));
+    const at = r.servedSpans![1].start;
+    expect(at).toBeGreaterThan(0);
+    expect(r.tokenIds.slice(0, at)).toEqual(long.ids.slice(0, at)); // the old weights' ids, kept
+    expect(r.logprobs).toHaveLength(r.tokenIds.length);
+    const bodies = slow.requests.filter((q) => q.route === '/pause_generation' || q.route === '/update_weights_from_disk').map((q) => q.body);
+    expect(bodies.at(-2)).toEqual({ mode: 'retract' });
+    expect(bodies.at(-1)).toMatchObject({ weight_version: String(published.version), abort_all_requests: false, flush_cache: false });
+  });
+
   it('a restart drops requests and refuses connections, then recovers with its launch weights', async () => {
     const a = adapter(slow);
     const inFlight = a.generate(req({ maxTokens: 100, temperature: 1, seed: 1 }));

@@ -8,6 +8,7 @@ import { startEmbeddedGpu, type EmbeddedGpu } from '../infra/engines.js';
 import { repoRoot } from '../infra/settings.js';
 import { answersHealth, type EngineEndpoint, type GenerateRequest, type ProbeVerdict } from '../activities/engines/adapter.js';
 import { VllmAdapter } from '../activities/engines/vllm.js';
+import { spanVersions } from '../core/weightVersions.js';
 import { ReferenceAdapter } from '../activities/engines/reference.js';
 import { settings } from './helpers/platform.js';
 import { rejection } from './helpers/rejection.js';
@@ -51,6 +52,16 @@ async function raw(url: string, route: string, body?: unknown, init: { method?: 
 
 const byCap = (v: ProbeVerdict[]) => Object.fromEntries(v.map((x) => [x.capability, x]));
 const backendMetric = async (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)`, 'm').exec((await raw(backend, '/metrics')).text)?.[1]);
+
+/** The launch folder published again as `version` (same weights, the version floe's worker extension checks). */
+function copyAsVersion(folder: string, version: number): string {
+  const out = path.join(path.dirname(folder), `v${version}-copy-${process.pid}`);
+  fs.rmSync(out, { recursive: true, force: true });
+  fs.cpSync(folder, out, { recursive: true });
+  const meta = JSON.parse(fs.readFileSync(path.join(out, 'checkpoint.json'), 'utf8')) as Record<string, unknown>;
+  fs.writeFileSync(path.join(out, 'checkpoint.json'), JSON.stringify({ ...meta, version }));
+  return out;
+}
 
 beforeAll(async () => {
   const publishDir = path.join(repoRoot, '.floe', 'test-weights', `${process.pid}-vllm-adapter`);
@@ -166,6 +177,43 @@ describe('VllmAdapter against the vLLM double', () => {
     expect(after.tokenIds).toHaveLength(4);
   });
 
+  it('a pause in mode keep keeps a long generation: after the load and the preempting flush it goes on, its spans say where the weights changed', async () => {
+    const d = await double({ tokensPerSecond: 40 });
+    const vllm = new VllmAdapter(endpoint(d.url));
+    const v1 = copyAsVersion(launch, 1);
+    const pending = vllm.generate(req({ maxTokens: 120, seed: LONG, stopTokenIds: [] }));
+    await new Promise((r) => setTimeout(r, 700));
+    await vllm.pause('keep');
+    // paused in mode keep, vLLM accepts new requests and queues them (no 503)
+    const queued = vllm.generate(req({ maxTokens: 3, stopTokenIds: [], seed: LONG }));
+    await vllm.loadWeights(v1, 1, { verified: true, keepRequests: true });
+    await vllm.flushCache({ running: true });
+    await vllm.resume();
+    const got = await pending;
+    expect(got.finishReason).toBe('length');
+    expect(got.tokenIds).toHaveLength(120);
+    const spans = got.servedSpans!;
+    expect(spans.map((x) => x.label)).toEqual(['default', '1']);
+    const at = spans[1].start;
+    expect(at).toBeGreaterThan(5);
+    expect(at).toBeLessThan(90);
+    expect(spanVersions(spans, 120, 0)!.slice(at - 1, at + 1)).toEqual([0, 1]);
+    // the ids before the switch are the ones the old weights sampled
+    expect(got.tokenIds.slice(0, at)).toEqual(FULL.tokenIds.slice(0, at));
+    expect((await queued).servedSpans!.map((x) => x.label)).toEqual(['1']);
+    const routes = d.requests.map((x) => x.route);
+    expect(routes).toContain('/pause?mode=keep&clear_cache=false');
+    expect(routes).toContain('/reset_prefix_cache?reset_running_requests=true&reset_external=true');
+    // negative control: in mode abort the same request ends at the pause with one label
+    const again = vllm.generate(req({ maxTokens: 120, seed: LONG, stopTokenIds: [] }));
+    await new Promise((r) => setTimeout(r, 700));
+    await vllm.pause();
+    const cut = await again;
+    await vllm.resume();
+    expect(cut.finishReason).toBe('abort');
+    expect(cut.servedSpans!.map((x) => x.label)).toEqual(['1']);
+  });
+
   it("abort(ids) aborts that request by vLLM's engine id (cmpl-<id>-0)", async () => {
     const d = await double();
     const vllm = new VllmAdapter(endpoint(d.url));
@@ -176,7 +224,7 @@ describe('VllmAdapter against the vLLM double', () => {
       await eventually('the request to wait in the engine', () => backendMetric('vllm:num_requests_waiting'), (n) => n >= 1, 10_000);
       await vllm.abort([r.requestId]);
       const got = await pending;
-      expect(got).toEqual({ tokenIds: [], logprobs: [], finishReason: 'abort', versions: null, servedLabels: [] });
+      expect(got).toEqual({ tokenIds: [], logprobs: [], finishReason: 'abort', versions: null, servedLabels: [], servedSpans: [] });
       expect(d.requests.find((x) => x.route === '/abort_requests')?.body).toEqual({ request_ids: [`cmpl-${r.requestId}-0`] });
       await vllm.abort([]); // nothing: an empty list would abort everything on vLLM
       expect(d.requests.filter((x) => x.route === '/abort_requests')).toHaveLength(1);

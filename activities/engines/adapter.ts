@@ -1,12 +1,14 @@
-import type { EngineEndpoint, EngineKind } from '../../core/contracts.js';
+import type { EngineEndpoint, EngineKind, UpdateMode } from '../../core/contracts.js';
 import { saysPromptTooLong } from '../../core/requestFit.js';
+import type { LabelSpan } from '../../core/weightVersions.js';
 
 /** One interface over the inference servers floe drives: floe's reference engine, vLLM and
  *  SGLang, each with its own HTTP surface. An adapter speaks one server's protocol and
  *  nothing else; the rules of weight versions and abort-and-resubmit live in
  *  core/weightVersions.ts and activities/engines/versions.ts, above every adapter. */
 
-export type { EngineEndpoint, EngineKind } from '../../core/contracts.js';
+export type { EngineEndpoint, EngineKind, UpdateMode } from '../../core/contracts.js';
+export type { LabelSpan } from '../../core/weightVersions.js';
 
 export interface GenerateRequest {
   /** floe's id for this request (the engine's request id; abort targets it). */
@@ -39,6 +41,10 @@ export interface GenerateResult {
    *  distinct, in order; null when the server reports none. floe compares them with the
    *  version it recorded: a restarted server answers with its launch label. */
   servedLabels?: string[] | null;
+  /** The server's spans over the generated ids, [start, end) sampled by the weights labelled
+   *  `label` (vLLM's and SGLang's weight_versions); null when it reports none. A request that ran
+   *  through an update in engines.updateMode 'keep' has two: floe stamps each id from them. */
+  servedSpans?: LabelSpan[] | null;
 }
 
 export interface EngineLoad { running: number; waiting: number }
@@ -118,14 +124,19 @@ export interface EngineAdapter {
      *  (activities/gpu.ts: verifiedOnce): an engine that would hash it again in every
      *  tensor-parallel worker (floe_vllm's floe_load_folder) skips that. */
     verified?: boolean;
+    /** The server was paused in mode 'keep': the load must not abort what it holds. */
+    keepRequests?: boolean;
   }): Promise<{ loadMs: number }>;
-  /** Stop generating and abort every request in flight (they answer finishReason 'abort'
-   *  with the ids generated so far where the server returns them). */
-  pause(): Promise<void>;
+  /** Stop generating. 'abort' (the default): abort every request in flight (they answer
+   *  finishReason 'abort' with the ids generated so far where the server returns them). 'keep':
+   *  keep them on the server, to go on after resume (vLLM mode keep, SGLang mode retract). */
+  pause(mode?: UpdateMode): Promise<void>;
   resume(): Promise<void>;
   /** Abort these requests (all when absent). */
   abort(requestIds?: string[]): Promise<void>;
-  flushCache(): Promise<void>;
+  /** Drop the prefix cache. `running`: also the K/V of requests kept through a pause in mode
+   *  'keep', which the server then recomputes under the weights it serves now. */
+  flushCache(opts?: { running?: boolean }): Promise<void>;
   /** Running and waiting requests, from the server's Prometheus metrics. */
   load(): Promise<EngineLoad>;
   /** Check each capability without changing the weights it serves. */

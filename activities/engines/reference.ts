@@ -1,4 +1,4 @@
-import { EngineHttpError, reportedContextLength, type EngineKind, type ProbeVerdict } from './adapter.js';
+import { EngineHttpError, reportedContextLength, type EngineKind, type LabelSpan, type ProbeVerdict, type UpdateMode } from './adapter.js';
 import { VllmAdapter, verdictOf, type CompletionChoice } from './vllm.js';
 
 /** floe's reference engine (engine/floe_engine/inference_server.py): vLLM's completion
@@ -24,6 +24,11 @@ export class ReferenceAdapter extends VllmAdapter {
 
   /** Its weight_versions are per-token integers, not labelled spans. */
   protected override labelsOf(): string[] | null {
+    return null;
+  }
+
+  /** No labelled spans: its per-token versions are exact already. */
+  protected override spansOf(): LabelSpan[] | null {
     return null;
   }
 
@@ -55,10 +60,11 @@ export class ReferenceAdapter extends VllmAdapter {
 
   /** The adapter's pause aborts what is in flight: the reference engine's /pause only stops
    *  scheduling (requests stay queued), so /abort_requests {} (all) follows it; the aborted
-   *  requests answer finish_reason "abort" with the ids generated so far. */
-  override async pause(): Promise<void> {
+   *  requests answer finish_reason "abort" with the ids generated so far. Mode 'keep': the pause
+   *  alone (the engine rebuilds kept requests' caches when it loads). */
+  override async pause(mode: UpdateMode = 'abort'): Promise<void> {
     await this.http('/pause', { body: {}, timeoutMs: 120_000 });
-    await this.http('/abort_requests', { body: {}, timeoutMs: 60_000 });
+    if (mode === 'abort') await this.http('/abort_requests', { body: {}, timeoutMs: 60_000 });
   }
 
   override async resume(): Promise<void> {

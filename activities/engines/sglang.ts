@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { fitRequest } from '../../core/requestFit.js';
 import {
   EngineHttpError, engineHttp, engineJson, reportedContextLength,
-  type EngineAdapter, type EngineEndpoint, type EngineKind, type EngineLoad, type FinishReason, type GenerateRequest, type GenerateResult, type ProbeVerdict,
+  type EngineAdapter, type EngineEndpoint, type EngineKind, type EngineLoad, type FinishReason, type GenerateRequest, type GenerateResult, type LabelSpan, type ProbeVerdict, type UpdateMode,
 } from './adapter.js';
 
 /** SGLang's native HTTP surface, as release v0.5.23 of sgl-project/sglang defines it (read
@@ -125,6 +125,22 @@ function labelsOf(meta: { weight_version?: string; weight_versions?: { version: 
   return typeof meta.weight_version === 'string' ? [meta.weight_version] : null;
 }
 
+/** The spans as floe's [{label, start, end}] (utils/weight_versions.py add_weight_versions_to_meta_info:
+ *  objects, clipped to the ids returned); a server that sends only the one string covers every
+ *  id with it; null when it sends neither or a malformed span. */
+function spansOf(meta: { weight_version?: string; weight_versions?: unknown }, n: number): LabelSpan[] | null {
+  if (Array.isArray(meta.weight_versions)) {
+    const out: LabelSpan[] = [];
+    for (const x of meta.weight_versions) {
+      const o = (x && typeof x === 'object' ? x : {}) as { version?: unknown; start?: unknown; end?: unknown };
+      if (typeof o.version !== 'string' || !Number.isInteger(o.start) || !Number.isInteger(o.end)) return null;
+      out.push({ label: o.version, start: o.start as number, end: o.end as number });
+    }
+    return out;
+  }
+  return typeof meta.weight_version === 'string' ? [{ label: meta.weight_version, start: 0, end: n }] : null;
+}
+
 export class SglangAdapter implements EngineAdapter {
   readonly kind: EngineKind = 'sglang';
   readonly inPlaceUpdates = false;
@@ -220,19 +236,23 @@ export class SglangAdapter implements EngineAdapter {
     // An abort with a status_code >= 400 (a refused prompt, a timeout) never arrives here:
     // the tokenizer manager turns it into an HTTP error (_handle_abort_finish_reason). What
     // does arrive is a plain abort (abort_request, pause_generation): the ids made so far.
-    return { tokenIds: ids, logprobs, finishReason, versions: null, servedLabels: labelsOf(meta) };
+    return { tokenIds: ids, logprobs, finishReason, versions: null, servedLabels: labelsOf(meta), servedSpans: spansOf(meta, ids.length) };
   }
 
-  async loadWeights(folder: string, version: number): Promise<{ loadMs: number }> {
+  async loadWeights(folder: string, version: number, opts: { keepRequests?: boolean } = {}): Promise<{ loadMs: number }> {
     const started = Date.now();
     const res = await engineJson<UpdateWeightsAnswer>(this.endpoint, '/update_weights_from_disk', {
       body: {
         model_path: folder,
+        // while paused the load runs at once, without the model-update lock
+        // (tokenizer_manager.py update_weights_from_disk); the scheduler records the label change
+        // for every request it holds (scheduler.py record_weight_version_change), so a request
+        // retracted by a pause in mode retract reports a span per version
         weight_version: String(version),
-        // floe pauses first (pause_generation mode abort), so nothing is in flight; should a
-        // load come without a pause, aborting beats waiting on the model-update lock behind
-        // every running request (tokenizer_manager.py update_weights_from_disk)
-        abort_all_requests: true,
+        // floe pauses first (mode abort: nothing is in flight; should a load come without a pause,
+        // aborting beats waiting on the model-update lock behind every running request). After a
+        // pause in mode retract (engines.updateMode 'keep') the retracted requests are kept.
+        abort_all_requests: opts.keepRequests !== true,
         // floe flushes itself (flushCache). SGLang's own flush after a load fails the whole
         // call ("Weights were updated, but the cache was not flushed ...") when anything is
         // queued, with the new weights already in place (weight_updater.py); without it,
@@ -246,11 +266,15 @@ export class SglangAdapter implements EngineAdapter {
     return { loadMs: Date.now() - started };
   }
 
-  async pause(): Promise<void> {
+  async pause(mode: UpdateMode = 'abort'): Promise<void> {
     // mode abort: the tokenizer manager holds new requests back (they wait, and run after
     // continue_generation) and aborts every request in flight, returning once none is left
-    // (tokenizer_manager.py pause_generation); each answers finish_reason abort with its ids
-    await engineJson(this.endpoint, '/pause_generation', { body: { mode: 'abort' }, timeoutMs: 300_000, fix: `/pause_generation: ${NEEDS}` });
+    // (tokenizer_manager.py pause_generation); each answers finish_reason abort with its ids.
+    // floe's 'keep' is SGLang's mode retract (io_struct.py PauseGenerationReqInput; scheduler.py
+    // pause_generation): running requests go back to the waiting queue with their ids, their K/V
+    // freed, and are prefilled again under the new weights after continue_generation. (Mode
+    // in_place would keep the old weights' K/V and make /flush_cache fail while they run.)
+    await engineJson(this.endpoint, '/pause_generation', { body: { mode: mode === 'keep' ? 'retract' : 'abort' }, timeoutMs: 300_000, fix: `/pause_generation: ${NEEDS}` });
   }
 
   async resume(): Promise<void> {
@@ -270,7 +294,10 @@ export class SglangAdapter implements EngineAdapter {
     for (const rid of requestIds) await engineHttp(this.endpoint, '/abort_request', { body: { rid }, fix });
   }
 
-  async flushCache(): Promise<void> {
+  /** While paused (either mode) SGLang's scheduler counts only running requests as busy
+   *  (scheduler.py flush_cache: is_fully_idle(ignore_waiting=_engine_paused)), and a retract left
+   *  none running: the flush frees every retracted request's K/V too, so `running` asks nothing more. */
+  async flushCache(_opts: { running?: boolean } = {}): Promise<void> {
     try {
       await engineHttp(this.endpoint, '/flush_cache', { method: 'POST', query: { timeout: String(FLUSH_WAIT_S) }, timeoutMs: (FLUSH_WAIT_S + 30) * 1000, fix: `/flush_cache: ${NEEDS}` });
     } catch (err) {

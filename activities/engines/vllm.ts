@@ -3,7 +3,7 @@ import { fitRequest } from '../../core/requestFit.js';
 import {
   EngineHttpError, engineHttp, engineJson, promGauge, reportedContextLength,
   type EngineAdapter, type EngineEndpoint, type EngineKind, type EngineLoad, type FinishReason,
-  type GenerateRequest, type GenerateResult, type HttpOptions, type ProbeVerdict,
+  type GenerateRequest, type GenerateResult, type HttpOptions, type LabelSpan, type ProbeVerdict, type UpdateMode,
 } from './adapter.js';
 
 /** The adapter for a vLLM OpenAI-compatible server (`vllm serve`), pinned to vLLM 0.34.0.
@@ -137,6 +137,20 @@ export class VllmAdapter implements EngineAdapter {
     return [...new Set(labels)];
   }
 
+  /** vLLM's spans as floe's: [{version, start, end}] → [{label, start, end}]; null when absent
+   *  or malformed (floe then attributes the ids by its own epochs, core/weightVersions.ts). */
+  protected spansOf(choice: CompletionChoice): LabelSpan[] | null {
+    const spans = choice.weight_versions;
+    if (!Array.isArray(spans)) return null;
+    const out: LabelSpan[] = [];
+    for (const x of spans) {
+      const o = (x && typeof x === 'object' ? x : {}) as { version?: unknown; start?: unknown; end?: unknown };
+      if (typeof o.version !== 'string' || !isInt(o.start) || !isInt(o.end)) return null;
+      out.push({ label: o.version, start: o.start, end: o.end });
+    }
+    return out;
+  }
+
   protected http(route: string, o: HttpOptions = {}): Promise<string> {
     return engineHttp(this.endpoint, route, o);
   }
@@ -219,7 +233,7 @@ export class VllmAdapter implements EngineAdapter {
       throw new EngineHttpError(id, 200, route, `the choice has ${Array.isArray(lps) ? lps.length : 'no'} numeric logprobs.token_logprobs for ${ids.length} token_ids (sent logprobs: 1)`);
     }
     const finishReason = this.finishReason(choice.finish_reason, route);
-    return { tokenIds: ids, logprobs: lps as number[], finishReason, versions: this.versionsOf(choice, ids.length), servedLabels: this.labelsOf(choice) };
+    return { tokenIds: ids, logprobs: lps as number[], finishReason, versions: this.versionsOf(choice, ids.length), servedLabels: this.labelsOf(choice), servedSpans: this.spansOf(choice) };
   }
 
   /** vLLM's finish reasons (vllm/v1/engine/__init__.py, FINISH_REASON_STRINGS): stop, length,
@@ -235,7 +249,7 @@ export class VllmAdapter implements EngineAdapter {
    *  {method, args, kwargs, timeout} (serve/dev/rpc/api_router.py: args and kwargs reach the
    *  method as given; the answer is {results: [one per worker]}). `version` makes the extension
    *  refuse a folder that holds another version; vLLM itself keeps no version of floe's. */
-  async loadWeights(folder: string, version: number, opts: { keepCache?: boolean; verified?: boolean } = {}): Promise<{ loadMs: number }> {
+  async loadWeights(folder: string, version: number, opts: { keepCache?: boolean; verified?: boolean; keepRequests?: boolean } = {}): Promise<{ loadMs: number }> {
     const started = Date.now();
     let r: { results?: unknown[] } | null;
     // every tensor-parallel worker runs floe_load_folder and would hash the whole folder again;
@@ -262,9 +276,14 @@ export class VllmAdapter implements EngineAdapter {
    *  clear_cache is sent, false: its default (true, marked deprecated, vLLM RFC #32103) would
    *  flush the caches at every pause, so recipe.cacheRebuild off would not keep them on vLLM as it
    *  does on the other engines; floe flushes in its own step (flushCache) when the recipe says
-   *  so. Answers {status: "paused"}. */
-  async pause(): Promise<void> {
-    await this.http('/pause', { method: 'POST', query: { mode: 'abort', clear_cache: 'false' }, timeoutMs: 120_000, fix: VLLM_FIX.devMode });
+   *  so. Answers {status: "paused"}.
+   *  Mode keep (engines.updateMode 'keep'): the scheduler stops stepping with every request kept
+   *  and queues new ones (core.py pause_scheduler: PAUSED_ALL; clear_cache is ignored); after the
+   *  load, flushCache({running: true}) preempts the running requests so their K/V is recomputed
+   *  under the new weights, and the output processor starts a new weight-version span at the
+   *  first id generated after resume (output_processor.py track_weight_version). */
+  async pause(mode: UpdateMode = 'abort'): Promise<void> {
+    await this.http('/pause', { method: 'POST', query: { mode, clear_cache: 'false' }, timeoutMs: 120_000, fix: VLLM_FIX.devMode });
   }
 
   /** POST /resume → {status: "resumed"}. */
@@ -284,11 +303,14 @@ export class VllmAdapter implements EngineAdapter {
 
   /** POST /reset_prefix_cache → {success}: false while blocks are still held (by running
    *  requests or KV offload transfers; the route's docstring says to retry). After a pause in
-   *  mode abort nothing holds them, so a refusal is retried for a few seconds. */
-  async flushCache(): Promise<void> {
+   *  mode abort nothing holds them, so a refusal is retried for a few seconds. `running` (after a
+   *  pause in mode keep): reset_running_requests=true preempts every running request back to the
+   *  waiting queue (sched/scheduler.py reset_prefix_cache: _preempt_request), so none holds a
+   *  block and its K/V is recomputed, ids kept, when the scheduler runs it again. */
+  async flushCache(opts: { running?: boolean } = {}): Promise<void> {
     const deadline = Date.now() + 10_000;
     for (;;) {
-      if (await this.resetPrefixCacheOnce()) return;
+      if (await this.resetPrefixCacheOnce(opts.running === true)) return;
       if (Date.now() > deadline) {
         throw new EngineHttpError(this.endpoint.id, 200, '/reset_prefix_cache', 'the server refused to reset its prefix cache for 10 s ({"success": false}: blocks are still held by running requests)');
       }
@@ -298,8 +320,9 @@ export class VllmAdapter implements EngineAdapter {
 
   /** reset_external=true: the connector-managed prefix cache (LMCache, offloaded KV) holds K/V
    *  the old weights computed too, and its default is false (dev/cache/api_router.py). */
-  protected async resetPrefixCacheOnce(): Promise<boolean> {
-    const r = await this.json<{ success?: boolean } | null>('/reset_prefix_cache', { method: 'POST', query: { reset_external: 'true' }, timeoutMs: 60_000, fix: VLLM_FIX.devMode });
+  protected async resetPrefixCacheOnce(running = false): Promise<boolean> {
+    const query: Record<string, string> = running ? { reset_running_requests: 'true', reset_external: 'true' } : { reset_external: 'true' };
+    const r = await this.json<{ success?: boolean } | null>('/reset_prefix_cache', { method: 'POST', query, timeoutMs: 60_000, fix: VLLM_FIX.devMode });
     return r?.success === true;
   }
 

@@ -150,6 +150,11 @@ interface Flight {
   started: number;
   abortedAt: number | null;
   wake: (() => void) | null;
+  /** When a pause in mode retract took it back to the waiting queue (null: running), and the loads counted then. */
+  retractedAt: number | null;
+  retractedLoads: number;
+  /** [sched] Req.retraction_count: meta_info.num_retractions. */
+  retractions: number;
 }
 
 interface BackendChoice { text: string; token_ids: number[]; finish_reason: 'stop' | 'length' | 'abort'; stop_reason: number | string | null; logprobs: { token_logprobs: number[] }; weight_versions?: number[] }
@@ -181,6 +186,12 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
 
   // ---- server state (what a restart resets)
   let paused = false;
+  /** The mode of the pause in force: under retract nothing is running (scheduler.py pause_generation
+   *  moves the running batch to the waiting queue), and a flush ignores the waiting queue while
+   *  paused (flush_cache: is_fully_idle(ignore_waiting=_engine_paused)). */
+  let pauseMode: 'abort' | 'retract' | 'in_place' = 'abort';
+  /** Weight loads so far: a request retracted through one samples its remaining ids under the new weights. */
+  let loads = 0;
   let resumeWaiters: (() => void)[] = [];
   const flights = new Map<string, Flight>();
   /** rids of requests received and not yet scheduled (held by a pause, say): [tm] rid_to_state */
@@ -206,7 +217,7 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
   /** Sleep until `t` or until the flight is aborted. */
   const flightSleep = (f: Flight, t: number) => new Promise<void>((r) => {
-    if (f.abortedAt !== null) return r();
+    if (f.abortedAt !== null || f.retractedAt !== null) return r();
     const timer = setTimeout(() => { f.wake = null; r(); }, Math.max(0, t - Date.now()));
     f.wake = () => { clearTimeout(timer); f.wake = null; r(); };
   });
@@ -288,7 +299,7 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
       }
       const bad = verifySampling(sp);
       if (bad) return valueError(bad);
-      const f: Flight = { rid, phase: 'backend', started: Date.now(), abortedAt: null, wake: null };
+      const f: Flight = { rid, phase: 'backend', started: Date.now(), abortedAt: null, wake: null, retractedAt: null, retractedLoads: 0, retractions: 0 };
       pendingRids.delete(rid);
       flights.set(rid, f);
       try {
@@ -354,9 +365,33 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
       lastReceive = Date.now();
       if (r.status !== 200) return valueError(backendMessage(r), r.status === 400 ? 400 : 500);
       c = (r.json as { choices: BackendChoice[] }).choices[0];
-      if (rate) {
+      while (rate) {
         f.phase = 'release';
         await flightSleep(f, f.started + (c.token_ids.length / rate) * 1000);
+        if (f.abortedAt !== null || f.retractedAt === null) break;
+        // [sched] retracted by a pause in mode retract: back in the waiting queue with its ids,
+        // its K/V freed; after continue_generation it is prefilled again (prompt + ids so far) and
+        // samples the rest under the weights loaded meanwhile
+        const released = Math.floor(((f.retractedAt - f.started) / 1000) * rate);
+        const at = f.retractedAt;
+        await waitUnpaused();
+        f.retractedAt = null;
+        if (f.abortedAt !== null || loads === f.retractedLoads || released >= c.token_ids.length) { f.started += Date.now() - at; continue; }
+        const more = await bcall('/v1/completions', {
+          prompt: [...prompt, ...c.token_ids.slice(0, released)], max_tokens: maxNew - released, temperature: sp.temperature, top_p: sp.topP,
+          stop_token_ids: sp.stopTokenIds, stop: sp.stop, ignore_eos: sp.ignoreEos,
+          ...(opts.deterministicInference && sp.seed !== null ? { seed: sp.seed + released } : {}),
+          logprobs: 1, return_token_ids: true, request_id: f.rid,
+        }).catch((e: Error) => ({ status: 0, json: null, text: e.message }));
+        if (more.status !== 200) return valueError(backendMessage(more), 500);
+        const m = (more.json as { choices: BackendChoice[] }).choices[0];
+        const keptVersions = (c.weight_versions ?? []).slice(0, released);
+        c = {
+          ...m, text: '', token_ids: [...c.token_ids.slice(0, released), ...m.token_ids],
+          logprobs: { token_logprobs: [...c.logprobs.token_logprobs.slice(0, released), ...m.logprobs.token_logprobs] },
+          weight_versions: keptVersions.length === released && m.weight_versions ? [...keptVersions, ...m.weight_versions] : undefined,
+        };
+        f.started = Date.now() - (released / rate) * 1000;
       }
       if (f.abortedAt !== null && rate) {
         const released = Math.floor(((f.abortedAt - f.started) / 1000) * rate);
@@ -391,7 +426,7 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
       : c.finish_reason === 'length' ? { type: 'length', length: maxNew }
         : { type: 'abort', message: 'Aborted', status_code: null, err_type: null };
     // [tm] _handle_batch_output: meta_info of a finished, non-streamed request
-    const meta: Record<string, unknown> = { id: f.rid, finish_reason: finish, prompt_tokens: promptLen, weight_version: weightVersion, num_retractions: 0 };
+    const meta: Record<string, unknown> = { id: f.rid, finish_reason: finish, prompt_tokens: promptLen, weight_version: weightVersion, num_retractions: f.retractions };
     if (returnLogprob) Object.assign(meta, { input_token_logprobs: inputEntries, output_token_logprobs: entries, output_token_logprobs_length: n });
     Object.assign(meta, { reasoning_tokens: 0, completion_tokens: n, cached_tokens: 0 });
     Object.assign(meta, { weight_versions: sp2, weight_version: sp2[sp2.length - 1].version });
@@ -450,10 +485,11 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
       const loaded = (r.json as { version: number }).version;
       let message = 'Succeeded to update model weights.';
       if (wv !== null) { versionNames.set(loaded, wv); weightVersion = wv; } else versionNames.set(loaded, weightVersion);
+      loads += 1;
       modelPath = b.model_path;
       // [wu] flush_cache_after_weight_update (flush_cache defaults to true)
       if (b.flush_cache !== false) {
-        if (flights.size > 0) return json(400, { success: false, message: 'Weights were updated, but the cache was not flushed because requests are still running or queued. Retract or finish them, then call /flush_cache.', num_paused_requests: 0 });
+        if (flights.size > 0 && !(paused && pauseMode === 'retract')) return json(400, { success: false, message: 'Weights were updated, but the cache was not flushed because requests are still running or queued. Retract or finish them, then call /flush_cache.', num_paused_requests: 0 });
         await bcall('/reset_prefix_cache', {});
       }
       if (wv !== null) message += ` Weight version updated to ${wv}.`;
@@ -472,7 +508,17 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
       return validationError([{ type: 'literal_error', loc: ['body', 'mode'], msg: "Input should be 'abort', 'retract' or 'in_place'", input: mode }]);
     }
     paused = true;
+    pauseMode = mode;
     await bcall('/pause', {});
+    if (mode === 'retract') {
+      for (const f of flights.values()) {
+        if (f.abortedAt !== null || f.retractedAt !== null) continue;
+        f.retractedAt = Date.now();
+        f.retractedLoads = loads;
+        f.retractions += 1;
+        f.wake?.();
+      }
+    }
     if (mode === 'abort') {
       await bcall('/abort_requests', {});
       for (;;) {
@@ -512,7 +558,7 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
     if (!Number.isFinite(timeout) || timeout < 0) return validationError([{ type: Number.isFinite(timeout) ? 'greater_than_equal' : 'float_parsing', loc: ['query', 'timeout'], msg: Number.isFinite(timeout) ? 'Input should be greater than or equal to 0' : 'Input should be a valid number, unable to parse string as a number', input: q }]);
     const failed = (message?: string) => new Reply(400, message || 'Flush cache failed.\n');
     if (flushPending) return failed('Another flush_cache is already in progress.');
-    if (flights.size > 0) {
+    if (flights.size > 0 && !(paused && pauseMode === 'retract')) {
       if (timeout <= 0) return failed();
       flushPending = true;
       try {

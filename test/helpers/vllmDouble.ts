@@ -91,7 +91,7 @@ const MAX_LOGPROBS = 20;
 
 type Json = Record<string, unknown>;
 interface BackendInfo { maxModelLen: number; vocabSize: number; model: string }
-interface BackendChoice { index: number; text: string; finish_reason: string; stop_reason: number | string | null; token_ids: number[]; logprobs: { token_logprobs: number[]; tokens: string[] } }
+interface BackendChoice { index: number; text: string; finish_reason: string; stop_reason: number | string | null; token_ids: number[]; logprobs: { token_logprobs: number[]; tokens: string[] }; weight_versions?: number[] }
 
 class HttpReply { constructor(readonly status: number, readonly body: unknown, readonly empty = false) {} }
 class TextBody { constructor(readonly text: string, readonly contentType: string) {} }
@@ -302,8 +302,11 @@ function verifySampling(r: CompletionReq, maxTokens: number): HttpReply | null {
 class Flight {
   aborted = false;
   backendSettled = false;
+  /** When a pause in mode keep froze it (null: running), and the loads counted then. */
+  heldAt: number | null = null;
+  heldLoads = 0;
   private wake: (() => void) | null = null;
-  constructor(readonly id: string, readonly started: number, private readonly abortInBackend: (id: string) => Promise<void>) {}
+  constructor(readonly id: string, public started: number, private readonly abortInBackend: (id: string) => Promise<void>) {}
 
   /** Abort: a paced request stops releasing ids; one still generating in the backend is
    *  aborted there (again every 50 ms until it answers: the abort may reach the backend
@@ -320,9 +323,18 @@ class Flight {
     })();
   }
 
-  /** Sleep `ms`, or less when aborted. */
+  /** [engine] pause mode keep (core.py pause_scheduler: PAUSED_ALL): the scheduler stops
+   *  stepping; the request keeps what it has and waits for resume. */
+  hold(loads: number): void {
+    if (this.aborted || this.heldAt !== null) return;
+    this.heldAt = Date.now();
+    this.heldLoads = loads;
+    this.wake?.();
+  }
+
+  /** Sleep `ms`, or less when aborted or held. */
   sleep(ms: number): Promise<void> {
-    if (this.aborted || ms <= 0) return Promise.resolve();
+    if (this.aborted || this.heldAt !== null || ms <= 0) return Promise.resolve();
     return new Promise((resolve) => {
       const t = setTimeout(() => { this.wake = null; resolve(); }, ms);
       this.wake = () => { clearTimeout(t); this.wake = null; resolve(); };
@@ -347,6 +359,16 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
   /** [version] the engine core's weight-version label: "default" at launch (vllm/v1/engine/core.py,
    *  EngineCore.__init__), set by POST /update_weight_version, attached to every output. */
   let weightVersion = 'default';
+  /** [version] backend version number → the label its ids carry: the label in force when the
+   *  weights were loaded, replaced by /update_weight_version (vLLM labels outputs by the engine
+   *  core's current label, core.py _attach_weight_version, and it changes only while paused). */
+  let labels = new Map<number, string>();
+  let backendVersion = 0;
+  /** Weight loads so far: a request held through a pause in mode keep goes on under new weights. */
+  let loads = 0;
+  let resumeWaiters: (() => void)[] = [];
+  const untilResumed = async () => { while (paused) await new Promise<void>((r) => resumeWaiters.push(r)); };
+  const loaded = (v: number) => { backendVersion = v; labels.set(v, weightVersion); loads += 1; };
 
   async function bcall(route: string, body?: unknown, method = body === undefined ? 'GET' : 'POST'): Promise<{ status: number; json: unknown; text: string }> {
     const res = await fetch(`${backend}${route}`, { method, body: body === undefined ? undefined : JSON.stringify(body), headers: body === undefined ? undefined : { 'content-type': 'application/json' } });
@@ -361,6 +383,24 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
   const h = (await bcall('/health')).json as { max_model_len?: number; vocab_size?: number; model?: string; tokenizer?: { vocab_size?: number } } | null;
   if (!h?.max_model_len || !h.vocab_size) throw new Error(`vLLM double: ${backend}/health is not a reference engine's (${JSON.stringify(h)})`);
   const info: BackendInfo = { maxModelLen: h.max_model_len, vocabSize: Math.max(h.vocab_size, h.tokenizer?.vocab_size ?? 0), model: opts.servedModelName ?? h.model ?? 'model' };
+  backendVersion = (h as { version?: number }).version ?? 0;
+  labels = new Map([[backendVersion, weightVersion]]);
+
+  /** [completion] WeightVersionSpan {version, start, end} (vllm/outputs.py) over the ids, one per
+   *  run of ids the same weights made (output_processor.py track_weight_version); the backend
+   *  reports the version of each id. */
+  function spansOf(c: BackendChoice): { version: string; start: number; end: number }[] {
+    const n = c.token_ids.length;
+    const per = c.weight_versions && c.weight_versions.length === n ? c.weight_versions : new Array<number>(n).fill(backendVersion);
+    const out: { version: string; start: number; end: number }[] = [];
+    per.forEach((v, i) => {
+      const label = labels.get(v) ?? weightVersion;
+      const last = out[out.length - 1];
+      if (last && last.version === label) last.end = i + 1;
+      else out.push({ version: label, start: i, end: i + 1 });
+    });
+    return out;
+  }
 
   // ---------------------------------------------------------------- /v1/completions [completion]
 
@@ -416,7 +456,6 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
     // [engine] core.py _reject_add_while_paused → RetryableRequestError → 503 ServiceUnavailableError
     if (rejectNew) return vllmError(503, 'ServiceUnavailableError', 'Generation is paused. Please retry after it resumes.');
 
-    const label = weightVersion; // the backend generates under the weights it holds when the request starts
     const mine = plans.map((p) => new Flight(p.id, Date.now(), abortInBackend));
     for (const f of mine) flights.set(f.id, f);
     // with_cancellation: a client that disconnects aborts its request
@@ -443,7 +482,7 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
             prompt_token_ids: r.returnTokenIds ? d.promptIds : null,
             routed_experts: null,
             // [completion] spans only with return_weight_versions (serving.py); WeightVersionSpan {version, start, end} (vllm/outputs.py)
-            weight_versions: r.returnWeightVersions ? (c.token_ids.length ? [{ version: label, start: 0, end: c.token_ids.length }] : []) : null,
+            weight_versions: r.returnWeightVersions ? spansOf(c) : null,
           });
         }
       }
@@ -476,15 +515,63 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
     }
     if (b.status !== 200) return b.status === 400 ? badRequest(backendMessage(b)) : vllmError(500, 'InternalServerError', backendMessage(b));
     let choices = (b.json as { choices: BackendChoice[] }).choices;
-    if (rate) {
+    while (rate) {
       const longest = Math.max(0, ...choices.map((c) => c.token_ids.length));
       await f.sleep(f.started + (longest / rate) * 1000 - Date.now());
       if (f.aborted) {
         const released = Math.floor(((Date.now() - f.started) / 1000) * rate);
         choices = await Promise.all(choices.map((c) => truncate(c, released)));
+        break;
       }
+      if (f.heldAt === null) break;
+      // [engine] held by a pause in mode keep: the ids released before it are kept; after resume
+      // a request whose weights changed meanwhile is recomputed (its K/V, after
+      // /reset_prefix_cache?reset_running_requests=true preempted it: sched/scheduler.py
+      // _preempt_request) and samples its remaining ids under the new weights
+      const released = Math.floor(((f.heldAt - f.started) / 1000) * rate);
+      const heldAt = f.heldAt;
+      await untilResumed();
+      f.heldAt = null;
+      const c = choices[0];
+      if (f.aborted || choices.length !== 1 || loads === f.heldLoads || released >= c.token_ids.length) {
+        f.started += Date.now() - heldAt; // nothing changed for it: the release goes on where it stopped
+        continue;
+      }
+      const more = await continueUnderNewWeights(f, ids, c, released, maxTokens, r);
+      if (more instanceof HttpReply) return more;
+      choices = [more];
+      f.started = Date.now() - (released / rate) * 1000;
     }
     return { choices, promptIds: ids };
+  }
+
+  /** The first `released` ids of `c`, then what the backend samples from the prompt plus those
+   *  ids under the weights it holds now (their per-token versions say which made each). */
+  async function continueUnderNewWeights(f: Flight, ids: number[], c: BackendChoice, released: number, maxTokens: number, r: CompletionReq): Promise<BackendChoice | HttpReply> {
+    const kept = c.token_ids.slice(0, released);
+    f.backendSettled = false;
+    let b: { status: number; json: unknown; text: string };
+    try {
+      b = await bcall('/v1/completions', {
+        prompt: [...ids, ...kept], max_tokens: maxTokens - released, n: 1,
+        temperature: r.temperature ?? 1, top_p: r.topP ?? 1,
+        ...(r.seed === null ? {} : { seed: r.seed + released }),
+        stop: r.stop, stop_token_ids: r.stopTokenIds, ignore_eos: r.ignoreEos, include_stop_str_in_output: r.includeStop,
+        logprobs: 1, return_token_ids: true, request_id: f.id,
+      });
+    } finally {
+      f.backendSettled = true;
+    }
+    if (b.status !== 200) return vllmError(500, 'InternalServerError', backendMessage(b));
+    const m = (b.json as { choices: BackendChoice[] }).choices[0];
+    const all = [...kept, ...m.token_ids];
+    const d = await bcall('/detokenize', { tokens: all });
+    return {
+      ...m, index: c.index, token_ids: all,
+      text: (d.json as { prompt?: string } | null)?.prompt ?? '',
+      logprobs: { token_logprobs: [...c.logprobs.token_logprobs.slice(0, released), ...m.logprobs.token_logprobs], tokens: [...c.logprobs.tokens.slice(0, released), ...m.logprobs.tokens] },
+      weight_versions: [...(c.weight_versions ?? new Array<number>(c.token_ids.length).fill(backendVersion)).slice(0, released), ...(m.weight_versions ?? new Array<number>(m.token_ids.length).fill(backendVersion))],
+    };
   }
 
   /** An aborted paced choice: the ids released so far, finish_reason "abort" (a choice that had
@@ -495,7 +582,7 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
     const ids = c.token_ids.slice(0, n);
     const d = await bcall('/detokenize', { tokens: ids });
     return {
-      ...c, token_ids: ids, finish_reason: 'abort', stop_reason: null,
+      ...c, token_ids: ids, finish_reason: 'abort', stop_reason: null, weight_versions: c.weight_versions?.slice(0, n),
       text: (d.json as { prompt?: string } | null)?.prompt ?? '',
       logprobs: { token_logprobs: c.logprobs.token_logprobs.slice(0, n), tokens: c.logprobs.tokens.slice(0, n) },
     };
@@ -552,6 +639,7 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
     }
     await bcall('/pause', {});
     paused = true;
+    if (mode === 'keep') for (const f of flights.values()) f.hold(loads);
     if (mode === 'abort') {
       // scheduler.finish_requests(None, FINISHED_ABORTED): every request ends, answering what it has
       const aborting = [...flights.values()];
@@ -568,6 +656,7 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
     await bcall('/resume', {});
     rejectNew = false;
     paused = false;
+    const w = resumeWaiters; resumeWaiters = []; w.forEach((r) => r());
     return new HttpReply(200, { status: 'resumed' });
   }
 
@@ -623,6 +712,7 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
       try { v = (JSON.parse(fs.readFileSync(path.join(wp, 'checkpoint.json'), 'utf8')) as { version?: number }).version; } catch { v = undefined; }
       const b = await bcall('/update_weights', { path: wp, version: v ?? ++builtinReloads });
       if (b.status !== 200) return workerFailed(backendMessage(b));
+      loaded(v ?? builtinReloads);
       reloads += workers;
       return new HttpReply(200, { results: each(null) });
     }
@@ -644,6 +734,7 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
     if (version === undefined) return workerFailed(`no version given and ${path.join(folder, 'checkpoint.json')} has none`);
     const b = await bcall('/update_weights', { path: folder, version });
     if (b.status !== 200) return workerFailed(backendMessage(b));
+    loaded(version);
     // engine/floe_vllm/worker.py loads through the worker's reload_weights, on every worker
     reloads += workers;
     const files = Object.values(meta.files ?? {});
@@ -678,6 +769,7 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
       const nv = (b as { new_version?: unknown } | null)?.new_version;
       if (typeof nv !== 'string') return validationError([{ type: 'missing', loc: "('body', 'new_version')", msg: 'Field required', input: null }]);
       weightVersion = nv;
+      labels.set(backendVersion, nv);
       return new HttpReply(200, { success: true, new_version: weightVersion });
     });
     route('GET', '/weight_info', () => new HttpReply(200, { weight_version: weightVersion }));
@@ -748,7 +840,10 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
         await bcall('/resume', {});
         rejectNew = false;
         paused = false;
+        { const w = resumeWaiters; resumeWaiters = []; w.forEach((r) => r()); }
         weightVersion = 'default';
+        backendVersion = 0;
+        labels = new Map([[0, weightVersion]]);
         if (opts.launchCheckpoint) {
           const b = await bcall('/update_weights', { path: opts.launchCheckpoint, version: 0 });
           if (b.status !== 200) throw new Error(`vLLM double: resetting the backend to ${opts.launchCheckpoint}: HTTP ${b.status}: ${backendMessage(b)}`);

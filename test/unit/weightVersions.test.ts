@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { abortedByUpdate, attribute, emptyTurn, extendTurn, labelsAgree, resubmission, servable } from '../../core/weightVersions.js';
+import { abortedByUpdate, attribute, emptyTurn, extendTurn, labelsAgree, labelVersion, resubmission, servable, spanVersions, switchPoints } from '../../core/weightVersions.js';
 
 /** The pure rules of floe-owned weight versions (core/weightVersions.ts), without Temporal. */
 
@@ -64,5 +64,34 @@ describe('abortedByUpdate: which aborts are resubmitted', () => {
     expect(abortedByUpdate(4, 6, 'abort')).toBe(true);
     expect(abortedByUpdate(4, 4, 'abort')).toBe(false);
     expect(abortedByUpdate(4, 5, 'stop')).toBe(false);
+  });
+});
+
+describe('per-token versions from a server\'s weight-version spans (engines.updateMode keep)', () => {
+  const span = (label: string, start: number, end: number) => ({ label, start, end });
+  it('a label floe set is its version; any other label is the launch weights', () => {
+    expect(labelVersion('3')).toBe(3);
+    expect(labelVersion('default')).toBe(0);
+    expect(labelVersion('v3')).toBe(0);
+  });
+  it('a request that ran through an update: the ids before the switch are the old version, after it the new one', () => {
+    const v = spanVersions([span('1', 0, 3), span('2', 3, 5)], 5, 1);
+    expect(v).toEqual([1, 1, 1, 2, 2]);
+    expect(switchPoints(v!)).toEqual([3]);
+  });
+  it('a request queued through the update is all the new version', () => {
+    expect(spanVersions([span('2', 0, 4)], 4, 1)).toEqual([2, 2, 2, 2]);
+  });
+  it('spans that do not cover the ids, go backwards, or name weights before the sent version are not trusted', () => {
+    expect(spanVersions([span('1', 0, 3)], 5, 1)).toBeNull(); // short
+    expect(spanVersions([span('1', 0, 2), span('1', 3, 5)], 5, 1)).toBeNull(); // a gap
+    expect(spanVersions([span('2', 0, 2), span('1', 2, 5)], 5, 1)).toBeNull(); // backwards
+    expect(spanVersions([span('default', 0, 5)], 5, 3)).toBeNull(); // a restarted server's launch label
+    expect(spanVersions([span('default', 0, 5)], 5, 0)).toEqual([0, 0, 0, 0, 0]); // the launch weights are version 0
+    expect(spanVersions([], 0, 2)).toEqual([]);
+  });
+  it('one version: no switch point', () => {
+    expect(switchPoints([4, 4, 4])).toEqual([]);
+    expect(switchPoints([])).toEqual([]);
   });
 });
