@@ -8,7 +8,8 @@ import { listRolloutTokens } from '../store/rollouts.js';
 import type { Queryable } from '../store/pool.js';
 import { modelFolder, verifyModelFolder } from './modelFolder.js';
 import { rolloutSequence, type TurnTokens } from '../core/tokenPath.js';
-import type { TrainingSample, TrainStepConfig, UpdateMode } from '../core/contracts.js';
+import type { TrainingSample, TrainStepConfig, UpdateMode, WeightTransfer } from '../core/contracts.js';
+import type { EngineAdapter, TransferMetadata } from './engines/adapter.js';
 
 /** Activities of a GPU node's worker (task queue floe-gpu@<node>): the trainer and the
  *  inference engines that run on that node, over HTTP. */
@@ -104,6 +105,10 @@ export interface LoadWeightsInput {
   cacheRebuild: boolean;
   /** engines.updateMode: what the pause does to the requests a paused engine holds. */
   updateMode: UpdateMode;
+  /** engines.weightTransfer: the published folder, or the trainer's broadcast into the server's own routes. */
+  weightTransfer: WeightTransfer;
+  /** The trainer that broadcasts (engines.weightTransfer 'broadcast'). */
+  trainerUrl: string;
 }
 
 export interface LoadWeightsResult { engineId: string; loadMs: number; stages?: Record<string, number> }
@@ -120,6 +125,41 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
     }
     return v;
   };
+  // One weight-transfer group per engine and trainer, formed on first use; a failed transfer
+  // forgets it (a restarted server has left it), and the next attempt forms a new one.
+  const groups = new Map<string, Promise<void>>();
+  /** The trainer broadcasts version `input.version` into the engine's own weight-transfer routes
+   *  (engines.weightTransfer 'broadcast'; engine/floe_engine/native_transfer.py). */
+  async function broadcastInto(adapter: EngineAdapter, input: LoadWeightsInput, keepRequests: boolean): Promise<void> {
+    const { transferWorkers, joinTransferGroup, receiveWeights } = adapter;
+    if (!transferWorkers || !joinTransferGroup || !receiveWeights) {
+      throw ApplicationFailure.nonRetryable(`engine ${input.engine.id} (${adapter.kind}) has no native weight transfer: set engines.weightTransfer to 'disk' (the reference engine always loads the published folder)`, 'EngineConfig');
+    }
+    const trainer = (route: string) => new URL(route, input.trainerUrl).href;
+    const key = `${input.trainerUrl}|${input.engine.id}|${input.engine.url}`;
+    let group = groups.get(key);
+    if (!group) {
+      group = (async () => {
+        const workers = await transferWorkers.call(adapter);
+        const opened = await post<{ master_address: string; master_port: number; backend: string }>(trainer('/weight_transfer/open'), { engine_id: input.engine.id, world_size: 1 + workers }, 60_000);
+        await joinTransferGroup.call(adapter, { masterAddress: opened.master_address, masterPort: opened.master_port, rankOffset: 1, worldSize: 1 + workers, backend: opened.backend });
+      })();
+      groups.set(key, group);
+    }
+    try {
+      await group;
+      const meta = await post<TransferMetadata & { version: number }>(trainer('/weight_transfer/metadata'), {}, 60_000);
+      if (meta.version !== input.version) throw new Error(`the trainer at ${input.trainerUrl} holds version ${meta.version}, not ${input.version}: it cannot broadcast this update (engines.weightTransfer 'disk' loads the published folder)`);
+      await Promise.all([
+        receiveWeights.call(adapter, meta, input.version, { keepRequests }),
+        post(trainer('/weight_transfer/send'), { engine_id: input.engine.id, version: input.version }, 30 * 60_000),
+      ]);
+    } catch (err) {
+      groups.delete(key);
+      throw err;
+    }
+  }
+
   return {
     async trainStep(input: TrainStepInput): Promise<TrainStepResult> {
       type TrainerHealth = { version: number; path: string; busy: boolean };
@@ -182,12 +222,13 @@ export function createGpuActivities(pool: pg.Pool, opts: { batchDir: string }) {
           const keep = input.updateMode === 'keep';
           await beginEngineUpdate(pool, input.runId, input.engine);
           await timed('pause_ms', () => adapter.pause(keep ? 'keep' : 'abort'));
-          await timed('load_ms', () => adapter.loadWeights(folder, input.version, { verified: true, keepRequests: keep })); // verifiedOnce above, on this node
+          if (input.weightTransfer === 'broadcast') await timed('load_ms', () => broadcastInto(adapter, input, keep));
+          else await timed('load_ms', () => adapter.loadWeights(folder, input.version, { verified: true, keepRequests: keep })); // verifiedOnce above, on this node
           if (!keepCache) await timed('flush_ms', () => adapter.flushCache({ running: keep })); // recipe.cacheRebuild off: the prefix cache (and a kept request's K/V) keeps the old weights'
         }
         await setEngineServing(pool, input.runId, input.engine, input.version, folder);
         if (!adapter.inPlaceUpdates) await timed('resume_ms', () => adapter.resume());
-        await insertEngineEvent(pool, { runId: input.runId, engineId: input.engine.id, event: 'weights_loaded', version: input.version, detail: { kind: adapter.kind, updateMode: adapter.inPlaceUpdates ? 'in_place' : input.updateMode, folder, files: check.files, bytes: check.bytes, ...stages } });
+        await insertEngineEvent(pool, { runId: input.runId, engineId: input.engine.id, event: 'weights_loaded', version: input.version, detail: { kind: adapter.kind, updateMode: adapter.inPlaceUpdates ? 'in_place' : input.updateMode, transfer: adapter.inPlaceUpdates ? 'disk' : input.weightTransfer, folder, files: check.files, bytes: check.bytes, ...stages } });
         return { engineId: input.engine.id, loadMs: Date.now() - started, stages };
       } finally {
         clearInterval(beat);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ENGINE_KINDS, LOSS_AGGS, RATIO_MODES, UPDATE_MODES } from './contracts.js';
+import { ENGINE_KINDS, LOSS_AGGS, RATIO_MODES, UPDATE_MODES, WEIGHT_TRANSFERS } from './contracts.js';
 import { SYSTEM_PROMPT } from './harness.js';
 import { redactUrlsIn, urlCredentialsProblem } from './exposure.js';
 
@@ -111,6 +111,9 @@ export const RunConfigSchema = z.strictObject({
     }),
     updateMode: z.enum(UPDATE_MODES).default('abort').meta({
       description: "What a weight update does to the requests a vLLM or SGLang server is generating (docs/guides/engines.md \"Requests in flight during an update\"). 'abort' = abort and resubmit: the server is paused with every request aborted (each answers the ids it made, stamped with the old version), loaded, flushed and resumed, and floe sends each aborted request again from its exact token prefix. 'keep' = the server keeps them: vLLM pauses in mode keep and, after the load, preempts the running requests so their K/V is recomputed under the new weights (/reset_prefix_cache?reset_running_requests=true); SGLang pauses in mode retract (requests go back to its waiting queue, K/V freed and recomputed after continue). A turn that spans the update then holds ids of both versions, each id stamped from the server's weight-version spans. The reference engine always swaps weights under running requests and rebuilds their caches itself, whatever this says.",
+    }),
+    weightTransfer: z.enum(WEIGHT_TRANSFERS).default('disk').meta({
+      description: "How each new version reaches vLLM and SGLang servers (docs/guides/engines.md \"Weights over the servers' own transfer routes\"). 'disk' = every server loads the published version folder (vLLM through the worker extension's reload_weights, SGLang /update_weights_from_disk). 'broadcast' = the trainer broadcasts the tensors over a process group it hosts (NCCL between GPUs, gloo on CPU) into the servers' own routes: vLLM /init_weight_transfer_engine, /start_weight_update, /update_weights, /finish_weight_update (launched with --weight-transfer-config); SGLang /init_weights_update_group, /begin_weight_update, /update_weights_from_distributed, /end_weight_update. The published folder is still written: a restarted server loads it. The reference engine always loads from disk. Needs the one-process trainer.",
     }),
     router: z.enum(['least-loaded', 'sticky', 'round-robin']).default('least-loaded').meta({
       description: 'Placement of generation requests (core/router.ts): \'least-loaded\' = the healthy engine with the least outstanding work, per request; \'sticky\' = a rollout stays on one engine, chosen by its group for prefix-cache reuse; \'round-robin\' = engines in turn, blind to load. The placement layer of the recipe.',

@@ -31,6 +31,12 @@ export interface EngineEndpoint {
 export const UPDATE_MODES = ['abort', 'keep'] as const;
 export type UpdateMode = (typeof UPDATE_MODES)[number];
 
+/** How a new version reaches the engines (config engines.weightTransfer): 'disk' = each loads
+ *  the published folder; 'broadcast' = the trainer broadcasts the tensors over a process group
+ *  into the servers' own weight-transfer routes (engine/floe_engine/native_transfer.py). */
+export const WEIGHT_TRANSFERS = ['disk', 'broadcast'] as const;
+export type WeightTransfer = (typeof WEIGHT_TRANSFERS)[number];
+
 // ------------------------------------------------------------------------------ rollouts
 
 /** How a rollout ends, and why: the reason its reward is what it is (turns.gate, gate_decisions). */

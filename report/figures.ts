@@ -314,9 +314,9 @@ function engineFigure(s: RunSummary): Figure {
     id: 'engine-load',
     title: 'Load per engine',
     wide: true,
-    body: `<div class="split">${chart}${engineTable(s)}</div>`,
+    body: `<div class="split">${chart}${engineTable(s)}</div>${inFlightTable(s)}`,
     caption: u.length
-      ? 'Generation requests the router placed on each engine between consecutive updates; under least-loaded placement the lines stay close together.'
+      ? 'Generation requests the router placed on each engine between consecutive updates; under least-loaded placement the lines stay close together. Below: what the updates cost the requests in flight under the run\'s engines.updateMode (ids thrown away, ids whose K/V a server computed again, turns that ran through an update, how long a paused engine stood still per load).'
       : 'Generation requests the router placed on each engine so far.',
   };
 }
@@ -335,6 +335,13 @@ function comparisonFigure(s: RunSummary): Figure {
     body: `${table}<div class="row3">${chart('discarded rollouts per update', (r) => r.discardedPerUpdate)}${chart('seconds per update', (r) => r.secondsPerUpdate)}${chart('mean batch reward', (r) => r.meanReward)}</div>`,
     caption: 'The same recipe run under different placement policies: per-update means of discarded rollouts, wall time and batch reward.',
   };
+}
+
+/** What the run's weight updates cost the requests in flight (engines.updateMode). */
+function inFlightTable(s: RunSummary): string {
+  const f = s.inFlight;
+  const n = (v: number | null, d = 1) => (v === null ? '–' : v.toFixed(d));
+  return `<table class="compact"><thead><tr><th>update mode</th><th class="num">updates</th><th class="num">ids thrown away / update</th><th class="num">ids recomputed / update</th><th class="num">turns through an update / update</th><th class="num">engine stall / load (s)</th></tr></thead><tbody><tr><td><code>${esc(f.updateMode)}</code></td><td class="num">${f.updates}</td><td class="num">${n(f.droppedTokensPerUpdate)}</td><td class="num">${n(f.recomputedTokensPerUpdate)}</td><td class="num">${n(f.spanningTurnsPerUpdate)}</td><td class="num">${n(f.stallSecondsPerLoad, 2)}</td></tr></tbody></table>`;
 }
 
 function engineTable(s: RunSummary): string {

@@ -1,5 +1,5 @@
 import { countBatchMembersByStaleness, listBatchRewards, listPolicyVersions } from '../store/batches.js';
-import { countPlacementsPerUpdate, countResubmittedRequests, engineLoadTotals } from '../store/engines.js';
+import { countPlacementsPerUpdate, countResubmittedRequests, engineLoadTotals, inFlightUpdateCosts } from '../store/engines.js';
 import { listEvictions, listTaskStats } from '../store/evictions.js';
 import type { Queryable } from '../store/pool.js';
 import { countGateDecisions, countRolloutsByStaleness, listRecheckRewards } from '../store/rollouts.js';
@@ -9,7 +9,7 @@ import { countTrainGroups, listEvaluationSummaries, trainRewardsPerUpdate, train
 import type { ShortcutFlag } from '../core/shortcuts.js';
 import { poolRewardSeries, type EvictionDecision, type PoolTask, type RecheckReward, type TrainReward } from './poolReward.js';
 import { SMOOTHING_ALPHA, ema, epochsOverPool, histogram, keyNumbers, seconds, timeBreakdown } from './stats.js';
-import type { EngineLoad, EvaluationSummary, EvictionRow, GateCount, RunSummary, UpdateRow } from './types.js';
+import type { EngineLoad, EvaluationSummary, EvictionRow, GateCount, InFlightCost, RunSummary, UpdateRow } from './types.js';
 
 export type { RunSummary } from './types.js';
 export { summarizeForComparison } from './stats.js';
@@ -24,9 +24,10 @@ export async function buildRunSummary(pool: Queryable, runId: string): Promise<R
 
   const updates = await loadUpdates(pool, runId, startedAt);
   const smoothedReward = ema(updates.map((u) => u.meanReward));
-  const [staleness, engines, gates, evictions, poolReward, evaluations, evaluationTasks, groups, times] = await Promise.all([
+  const [staleness, engines, inFlight, gates, evictions, poolReward, evaluations, evaluationTasks, groups, times] = await Promise.all([
     loadStaleness(pool, runId),
     loadEngines(pool, runId, updates.length, runRow.config as EnginesConfig | null),
+    loadInFlight(pool, runId, updates.length, runRow.config as EnginesConfig | null),
     loadGates(pool, runId),
     loadEvictions(pool, runId),
     loadPoolReward(pool, runId, updates.map((u) => u.version)),
@@ -52,6 +53,7 @@ export async function buildRunSummary(pool: Queryable, runId: string): Promise<R
     smoothingAlpha: SMOOTHING_ALPHA,
     staleness,
     engines,
+    inFlight,
     gates,
     evictions,
     poolReward,
@@ -120,7 +122,21 @@ async function loadStaleness(pool: Queryable, runId: string): Promise<RunSummary
   return { batch: histogram(batch), discarded: histogram(discarded) };
 }
 
-type EnginesConfig = { engines?: { endpoints?: { id: string; kind?: string }[] } };
+type EnginesConfig = { engines?: { endpoints?: { id: string; kind?: string }[]; updateMode?: string } };
+
+/** The in-flight cost of the run's updates, per update (per load for the stall). */
+async function loadInFlight(pool: Queryable, runId: string, updates: number, config: EnginesConfig | null): Promise<InFlightCost> {
+  const c = await inFlightUpdateCosts(pool, runId);
+  const per = (x: number) => (updates ? x / updates : null);
+  return {
+    updateMode: config?.engines?.updateMode ?? 'abort',
+    updates,
+    droppedTokensPerUpdate: per(c.droppedTokens),
+    recomputedTokensPerUpdate: per(c.recomputedTokens),
+    spanningTurnsPerUpdate: per(c.spanningTurns),
+    stallSecondsPerLoad: c.pausedLoads ? c.stallMs / c.pausedLoads / 1000 : null,
+  };
+}
 
 /** Placements per engine, bucketed by update window (store/engines.ts countPlacementsPerUpdate):
  *  bucket k-1 holds the placements that fed update k, bucket N the ones after the last update. */

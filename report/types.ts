@@ -80,6 +80,19 @@ export interface EngineLoad {
   placementsSinceLastUpdate: number;
 }
 
+/** What weight updates cost the requests in flight (store/engines.ts inFlightUpdateCosts), per
+ *  update: the run's engines.updateMode against the other is the comparison. */
+export interface InFlightCost {
+  /** engines.updateMode of the run ('abort' | 'keep'). */
+  updateMode: string;
+  updates: number;
+  droppedTokensPerUpdate: number | null;
+  recomputedTokensPerUpdate: number | null;
+  spanningTurnsPerUpdate: number | null;
+  /** Seconds a paused engine stood still per load (pause + load + flush + resume); null when no engine was paused. */
+  stallSecondsPerLoad: number | null;
+}
+
 export interface GateCount {
   gate: string;
   rollouts: number;
@@ -194,6 +207,7 @@ export interface RunSummary {
   smoothingAlpha: number;
   staleness: { batch: Histogram; discarded: Histogram };
   engines: EngineLoad[];
+  inFlight: InFlightCost;
   gates: GateCount[];
   evictions: EvictionRow[];
   /** Null when the run has no task_stats rows (nothing to define the pool by). */

@@ -178,6 +178,38 @@ export async function countResubmittedRequests(db: Queryable, runId: string): Pr
   return new Map(r.rows.map((x) => [x.engine_id, x.n]));
 }
 
+/** What weight updates cost the requests in flight, over a run (docs/guides/engines.md
+ *  "Requests in flight during an update"): ids thrown away (dropped answers: ids floe could not
+ *  attribute to one version), ids a server computed K/V for again (a resubmission after an
+ *  abort or a drop sends the turn's prompt and kept ids again, into a flushed cache; a request
+ *  kept through an update has its prompt and the ids before each switch recomputed), turns that
+ *  ran through an update, and how long the paused engines stood still (pause + load + flush +
+ *  resume of each load by a paused engine). */
+export async function inFlightUpdateCosts(db: Queryable, runId: string): Promise<{ droppedTokens: number; recomputedTokens: number; spanningTurns: number; pausedLoads: number; stallMs: number }> {
+  const r = await db.query<{ dropped: string | null; resubmitted: string | null; kept: string | null; spanning: string | null }>(
+    `with q as (
+       select *, lag(outcome) over (partition by rollout_id, turn_index order by seq) as before
+       from engine_requests where run_id = $1)
+     select sum(generated) filter (where outcome = 'dropped') as dropped,
+            sum(prefix_tokens) filter (where before in ('aborted', 'dropped')) as resubmitted,
+            sum((select sum(prefix_tokens + x::int) from jsonb_array_elements_text(detail->'switchAt') x)) filter (where detail ? 'switchAt') as kept,
+            (select count(*) from (select distinct rollout_id, turn_index from q
+               where detail ? 'switchAt' or (before = 'aborted' and outcome = 'answered')) t) as spanning
+     from q`, [runId]);
+  const e = await db.query<{ loads: string; stall: string | null }>(
+    `select count(*) as loads,
+            sum(coalesce((detail->>'pause_ms')::numeric, 0) + coalesce((detail->>'load_ms')::numeric, 0) + coalesce((detail->>'flush_ms')::numeric, 0) + coalesce((detail->>'resume_ms')::numeric, 0)) as stall
+     from engine_events where run_id = $1 and event = 'weights_loaded' and detail ? 'pause_ms'`, [runId]);
+  const x = r.rows[0];
+  return {
+    droppedTokens: Number(x?.dropped ?? 0),
+    recomputedTokens: Number(x?.resubmitted ?? 0) + Number(x?.kept ?? 0),
+    spanningTurns: Number(x?.spanning ?? 0),
+    pausedLoads: Number(e.rows[0]?.loads ?? 0),
+    stallMs: Number(e.rows[0]?.stall ?? 0),
+  };
+}
+
 // ---- engine_events
 
 export type EngineEventKind = 'placed' | 'failed' | 'weights_loaded' | 'resynced' | 'resync_failed' | 'unhealthy' | 'healthy';

@@ -8,7 +8,8 @@ import { buildWarmStart } from '../infra/warmstart.js';
 import { startEmbeddedGpu, type EmbeddedGpu } from '../infra/engines.js';
 import { repoRoot } from '../infra/settings.js';
 import { buildRunSummary } from '../report/summary.js';
-import type { EngineKind } from '../activities/engines/adapter.js';
+import type { EngineKind, UpdateMode } from '../activities/engines/adapter.js';
+import { switchPoints } from '../core/weightVersions.js';
 import { settings, withWorkers, type Platform } from './helpers/platform.js';
 import { startVllmDouble } from './helpers/vllmDouble.js';
 import { startSglangDouble } from './helpers/sglangDouble.js';
@@ -51,11 +52,11 @@ async function enginePool(kinds: EngineKind[], tag: string): Promise<Pool> {
   };
 }
 
-function config(p: Pool, name: string) {
+function config(p: Pool, name: string, updateMode: UpdateMode) {
   return parseRunConfig({
     name,
     tasks: { source: 'toy', include: TASKS },
-    engines: { endpoints: p.endpoints, router: 'least-loaded' },
+    engines: { endpoints: p.endpoints, router: 'least-loaded', updateMode },
     trainer: { url: p.gpu.trainer!.url, lr: 1e-3 },
     rollout: { groupSize: 2, maxInFlight: 4, maxTurns: 2 },
     training: { groupsPerUpdate: 1, updates: 2 },
@@ -64,11 +65,11 @@ function config(p: Pool, name: string) {
 }
 
 /** Run 2 weight updates on `kinds`, restarting `restartId` after its first load. */
-async function trainThrough(kinds: EngineKind[], tag: string, restartId: string | null) {
+async function trainThrough(kinds: EngineKind[], tag: string, restartId: string | null, updateMode: UpdateMode = 'abort') {
   const p = await enginePool(kinds, tag);
   let restartedAt: Date | null = null;
   try {
-    const { runId } = await startRun(platform.client, config(p, `engines-${tag}`));
+    const { runId } = await startRun(platform.client, config(p, `engines-${tag}`, updateMode));
     if (restartId) {
       await eventually(`${restartId} to load version 1`, () => listEngineEvents(db, runId, { engineId: restartId, events: ['weights_loaded'] }), (r) => r.length > 0, 300_000);
       restartedAt = new Date();
@@ -143,6 +144,10 @@ describe('the training loop through each adapter', () => {
       try {
         const spans = await spannedUpdates(runId);
         expect(spans.length).toBeGreaterThanOrEqual(1);
+        const reader = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
+        const s = await buildRunSummary(reader, runId).finally(() => reader.end());
+        expect(s.inFlight).toMatchObject({ updateMode: 'abort', updates: 2 });
+        console.log(`[update modes] ${kind} abort (one engine restarted): ${JSON.stringify(s.inFlight)}`);
         // the restarted engine came back with its launch weights: floe loaded a version of the run
         // into it (a resync, or the next update) before any of its answers was kept again, and
         // requests it dropped when it went away were placed again
@@ -152,6 +157,34 @@ describe('the training loop through each adapter', () => {
         const keptBefore = (await listEngineRequests(db, runId, { engineId: restarted }))
           .filter((r) => (r.outcome === 'answered' || r.outcome === 'aborted') && r.sentAt > restartedAt! && r.answeredAt !== null && r.answeredAt < reload!.at);
         expect(keptBefore.map((r) => r.requestId)).toEqual([]);
+      } finally {
+        await pool.close();
+      }
+    }, 900_000);
+  }
+
+  for (const kind of ['vllm', 'sglang'] as const) {
+    it(`${kind}: engines.updateMode keep, 2 engines, 2 weight updates: nothing aborted, a turn that runs through an update records where its ids switch version`, async () => {
+      const { runId, pool } = await trainThrough([kind, kind], `${kind}-keep`, null, 'keep');
+      try {
+        const reqs = await listEngineRequests(db, runId);
+        // the engines kept what they were generating: no request was aborted by an update
+        expect(reqs.filter((r) => r.outcome === 'aborted').map((r) => r.requestId)).toEqual([]);
+        const switched = reqs.filter((r) => r.detail !== null && typeof r.detail === 'object' && 'switchAt' in r.detail);
+        expect(switched.length).toBeGreaterThanOrEqual(1);
+        for (const r of switched) {
+          const at = (r.detail as { switchAt: number[] }).switchAt;
+          const turn = (await listTurnTokens(db, r.rolloutId)).find((t) => t.turnIndex === r.turnIndex)!;
+          const ids = turn.tokenVersions.slice(r.keptBefore, r.keptBefore + r.generated!);
+          // the turn's recorded per-token versions switch exactly where the server's spans said, to a later version
+          expect(switchPoints(ids)).toEqual(at);
+          for (const i of at) expect(ids[i]).toBeGreaterThan(ids[i - 1]);
+        }
+        const reader = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
+        const s = await buildRunSummary(reader, runId).finally(() => reader.end());
+        expect(s.inFlight).toMatchObject({ updateMode: 'keep', updates: 2 });
+        expect(s.inFlight.spanningTurnsPerUpdate).toBeGreaterThan(0);
+        console.log(`[update modes] ${kind} keep: ${JSON.stringify(s.inFlight)}`);
       } finally {
         await pool.close();
       }

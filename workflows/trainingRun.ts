@@ -170,7 +170,7 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
       workflowId: `${workflowInfo().workflowId}-update-v${plan.version}`,
       taskQueue: CONTROL_QUEUE,
       // negative advantages are already scaled (core/advantages.ts): the trainer takes them as given
-      args: [{ runId, version: plan.version, trainer: { url: config.trainer.url, node: config.trainer.node }, engines: settings.engines, advantages: plan.advantages, config: trainStepConfig(config.trainer, plan.version, config.training.updates), cacheRebuild: config.recipe.cacheRebuild, updateMode: config.engines.updateMode }],
+      args: [{ runId, version: plan.version, trainer: { url: config.trainer.url, node: config.trainer.node }, engines: settings.engines, advantages: plan.advantages, config: trainStepConfig(config.trainer, plan.version, config.training.updates), cacheRebuild: config.recipe.cacheRebuild, updateMode: config.engines.updateMode, weightTransfer: config.engines.weightTransfer }],
     }).then((h) => h.result());
     updating.then((r) => { updateDone = r; }, (err: unknown) => { failure = err; });
   }

@@ -3,7 +3,7 @@ import { gpuQueue } from '../core/taskQueues.js';
 import { FloeKind, FloePolicyVersion, FloeRunId } from '../core/searchAttributes.js';
 import type { GpuActivities } from '../activities/gpu.js';
 import type { TrainingActivities } from '../activities/training.js';
-import type { EngineEndpoint, TrainStepConfig, UpdateMode } from '../core/contracts.js';
+import type { EngineEndpoint, TrainStepConfig, UpdateMode, WeightTransfer } from '../core/contracts.js';
 
 /** One weight update: claim the batch (exactly once) → train step on the trainer's node →
  *  publish → every engine loads the weights and rebuilds its caches (unless the run switched
@@ -21,6 +21,8 @@ export interface WeightUpdateInput {
   cacheRebuild: boolean;
   /** engines.updateMode: requests in flight aborted and resubmitted, or kept by the engines. */
   updateMode: UpdateMode;
+  /** engines.weightTransfer: engines load the published folder, or the trainer broadcasts into them. */
+  weightTransfer: WeightTransfer;
 }
 
 export interface WeightUpdateResult {
@@ -45,7 +47,7 @@ export async function weightUpdate(input: WeightUpdateInput): Promise<WeightUpda
   const step = await trainer.trainStep({ runId: input.runId, version: input.version, trainerUrl: input.trainer.url, advantages, config: input.config });
   const loads = await Promise.all(input.engines.map((engine) => {
     const node = proxyActivities<GpuActivities>({ taskQueue: gpuQueue(engine.node), startToCloseTimeout: '10 minutes', heartbeatTimeout: '1 minute', retry: { maximumAttempts: 5 } });
-    return node.loadWeights({ runId: input.runId, engine, path: step.path, version: input.version, cacheRebuild: input.cacheRebuild, updateMode: input.updateMode });
+    return node.loadWeights({ runId: input.runId, engine, path: step.path, version: input.version, cacheRebuild: input.cacheRebuild, updateMode: input.updateMode, weightTransfer: input.weightTransfer ?? 'disk', trainerUrl: input.trainer.url });
   }));
   return {
     version: input.version,

@@ -49,6 +49,12 @@ export interface GenerateResult {
 
 export interface EngineLoad { running: number; waiting: number }
 
+/** Where a server's workers join the trainer's weight-transfer group (the trainer is rank 0). */
+export interface TransferGroup { masterAddress: string; masterPort: number; rankOffset: number; worldSize: number; backend: string }
+
+/** One update's tensors, as the trainer will broadcast them, in order (engine/floe_engine/native_transfer.py metadata). */
+export interface TransferMetadata { names: string[]; dtype_names: string[]; shapes: number[][] }
+
 /** A failed HTTP exchange with an engine. `status` 0: no answer (refused, reset, timed out). */
 export class EngineHttpError extends Error {
   constructor(
@@ -137,6 +143,12 @@ export interface EngineAdapter {
   /** Drop the prefix cache. `running`: also the K/V of requests kept through a pause in mode
    *  'keep', which the server then recomputes under the weights it serves now. */
   flushCache(opts?: { running?: boolean }): Promise<void>;
+  /** Native weight transfer (engines.weightTransfer 'broadcast'), on servers that have it: how
+   *  many workers join the group; join it; receive one update's tensors and label them `version`
+   *  (the trainer broadcasts at the same time). */
+  transferWorkers?(): Promise<number>;
+  joinTransferGroup?(g: TransferGroup): Promise<void>;
+  receiveWeights?(meta: TransferMetadata, version: number, opts?: { keepRequests?: boolean }): Promise<{ loadMs: number }>;
   /** Running and waiting requests, from the server's Prometheus metrics. */
   load(): Promise<EngineLoad>;
   /** Check each capability without changing the weights it serves. */

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { fitRequest } from '../../core/requestFit.js';
 import {
   EngineHttpError, engineHttp, engineJson, reportedContextLength,
-  type EngineAdapter, type EngineEndpoint, type EngineKind, type EngineLoad, type FinishReason, type GenerateRequest, type GenerateResult, type LabelSpan, type ProbeVerdict, type UpdateMode,
+  type EngineAdapter, type EngineEndpoint, type EngineKind, type EngineLoad, type FinishReason, type GenerateRequest, type GenerateResult, type LabelSpan, type ProbeVerdict, type TransferGroup, type TransferMetadata, type UpdateMode,
 } from './adapter.js';
 
 /** SGLang's native HTTP surface, as release v0.5.23 of sgl-project/sglang defines it (read
@@ -44,6 +44,8 @@ import {
  *  loads, flushes, resumes and resubmits each aborted request from its exact token prefix. */
 
 export const SGLANG_VERSION = '0.5.23';
+/** The name floe gives its weight-transfer group on an SGLang server. */
+const TRANSFER_GROUP = 'floe_weight_transfer';
 const NEEDS = `SGLang ${SGLANG_VERSION} (pip install "sglang==${SGLANG_VERSION}"; python -m sglang.launch_server ... --enable-metrics)`;
 const METRICS_FIX = 'launch SGLang with --enable-metrics (python -m sglang.launch_server ... --enable-metrics): without it /metrics is not mounted';
 /** The launch-line fix for temperature-scaled log-probs (sampler.py). */
@@ -263,6 +265,45 @@ export class SglangAdapter implements EngineAdapter {
       fix: `/update_weights_from_disk: ${NEEDS}`,
     });
     if (!res?.success) throw new EngineHttpError(this.endpoint.id, 200, '/update_weights_from_disk', `not loaded: ${res?.message ?? JSON.stringify(res)}`);
+    return { loadMs: Date.now() - started };
+  }
+
+  // ------------------------------------------------------------ native weight transfer
+  // http_server.py /init_weights_update_group, /begin_weight_update, /update_weights_from_distributed,
+  // /end_weight_update (io_struct.py InitWeightsUpdateGroupReqInput, UpdateWeightsFromDistributedReqInput):
+  // one broadcast per tensor from rank 0, in the order of names.
+
+  /** /server_info's tp_size × pp_size: the scheduler workers that join (one DP rank). */
+  async transferWorkers(): Promise<number> {
+    const r = await engineJson<{ tp_size?: unknown; pp_size?: unknown } | null>(this.endpoint, '/server_info', { timeoutMs: 10_000, fix: `/server_info: ${NEEDS}` });
+    const tp = typeof r?.tp_size === 'number' ? r.tp_size : 1;
+    const pp = typeof r?.pp_size === 'number' ? r.pp_size : 1;
+    return tp * pp;
+  }
+
+  async joinTransferGroup(g: TransferGroup): Promise<void> {
+    const r = await engineJson<UpdateWeightsAnswer | null>(this.endpoint, '/init_weights_update_group', {
+      body: { master_address: g.masterAddress, master_port: g.masterPort, rank_offset: g.rankOffset, world_size: g.worldSize, group_name: TRANSFER_GROUP, backend: g.backend },
+      timeoutMs: 10 * 60_000, fix: `/init_weights_update_group: ${NEEDS}`,
+    });
+    if (r?.success === false) throw new EngineHttpError(this.endpoint.id, 200, '/init_weights_update_group', `not joined: ${r.message ?? ''}`);
+  }
+
+  /** The bracket 0.5.23 requires around a distributed update (begin … end), the update carrying
+   *  the version label; nothing aborted (a pause in either mode came first). */
+  async receiveWeights(meta: TransferMetadata, version: number, opts: { keepRequests?: boolean } = {}): Promise<{ loadMs: number }> {
+    const started = Date.now();
+    const fix = `/update_weights_from_distributed: ${NEEDS}`;
+    const ok = async (route: string, body: unknown, timeoutMs: number) => {
+      const r = await engineJson<UpdateWeightsAnswer | null>(this.endpoint, route, { body, timeoutMs, fix });
+      if (r?.success === false) throw new EngineHttpError(this.endpoint.id, 200, route, `refused: ${r.message ?? ''}`);
+    };
+    await ok('/begin_weight_update', {}, 60_000);
+    await ok('/update_weights_from_distributed', {
+      names: meta.names, dtypes: meta.dtype_names, shapes: meta.shapes, group_name: TRANSFER_GROUP,
+      flush_cache: false, abort_all_requests: opts.keepRequests !== true, weight_version: String(version),
+    }, 30 * 60_000);
+    await ok('/end_weight_update', {}, 10 * 60_000);
     return { loadMs: Date.now() - started };
   }
 

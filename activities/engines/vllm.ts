@@ -3,7 +3,7 @@ import { fitRequest } from '../../core/requestFit.js';
 import {
   EngineHttpError, engineHttp, engineJson, promGauge, reportedContextLength,
   type EngineAdapter, type EngineEndpoint, type EngineKind, type EngineLoad, type FinishReason,
-  type GenerateRequest, type GenerateResult, type HttpOptions, type LabelSpan, type ProbeVerdict, type UpdateMode,
+  type GenerateRequest, type GenerateResult, type HttpOptions, type LabelSpan, type ProbeVerdict, type TransferGroup, type TransferMetadata, type UpdateMode,
 } from './adapter.js';
 
 /** The adapter for a vLLM OpenAI-compatible server (`vllm serve`), pinned to vLLM 0.34.0.
@@ -45,6 +45,7 @@ export const VLLM_FIX = {
   /** 0.34.0 is the release this adapter was written against; older releases were not checked. */
   version: `vLLM >= ${VLLM_PINNED_VERSION}`,
   generate: 'serve a generative model (vLLM registers /v1/completions only for models that generate)',
+  weightTransfer: `launch vLLM with --weight-transfer-config '{"backend": "nccl"}' for engines.weightTransfer 'broadcast' (or set it to 'disk')`,
 } as const;
 
 /** A choice of vLLM's non-streaming completion (CompletionResponseChoice in
@@ -268,6 +269,49 @@ export class VllmAdapter implements EngineAdapter {
     // each worker answers {version, files, bytes, tensors, load_ms, verify_ms}: the slowest one's load_ms
     const ms = (r?.results ?? []).map((x) => (x && typeof x === 'object' ? (x as { load_ms?: unknown }).load_ms : undefined)).filter((x): x is number => typeof x === 'number');
     return { loadMs: ms.length ? Math.max(...ms) : Date.now() - started };
+  }
+
+  // ------------------------------------------------------------ native weight transfer
+  // vllm/entrypoints/rl/online/api_router.py (dev mode, and a server launched with
+  // --weight-transfer-config '{"backend": "nccl"}': vllm/config/weight_transfer.py) →
+  // vllm/distributed/weight_transfer/nccl_engine.py, whose receive_weights (unpacked) takes one
+  // broadcast per tensor from rank `src`, in the order of update_info.names.
+
+  /** GET /get_world_size?include_dp=false → {world_size}: the workers (TP × PP) that join. */
+  async transferWorkers(): Promise<number> {
+    const r = await this.json<{ world_size?: unknown } | null>('/get_world_size', { query: { include_dp: 'false' }, timeoutMs: 10_000, fix: VLLM_FIX.devMode });
+    if (!isInt(r?.world_size) || r.world_size < 1) throw new EngineHttpError(this.endpoint.id, 200, '/get_world_size', `answered ${JSON.stringify(r)}, not {"world_size": <n>}`, VLLM_FIX.version);
+    return r.world_size;
+  }
+
+  /** POST /init_weight_transfer_engine {init_info: {master_address, master_port, rank_offset, world_size}}
+   *  (NCCLWeightTransferInitInfo, vllm/distributed/weight_transfer/nccl_common.py); answers once every
+   *  worker joined the group. */
+  async joinTransferGroup(g: TransferGroup): Promise<void> {
+    try {
+      await this.http('/init_weight_transfer_engine', {
+        body: { init_info: { master_address: g.masterAddress, master_port: g.masterPort, rank_offset: g.rankOffset, world_size: g.worldSize } },
+        timeoutMs: 10 * 60_000, fix: VLLM_FIX.devMode,
+      });
+    } catch (err) {
+      // gpu_worker.py _check_weight_transfer_engine, through collective_rpc: a 500
+      if (err instanceof EngineHttpError && /Weight transfer not configured/.test(err.message)) {
+        throw new EngineHttpError(err.engineId, err.status, err.route, errorDetail(err), VLLM_FIX.weightTransfer);
+      }
+      throw err;
+    }
+  }
+
+  /** /start_weight_update, /update_weights {update_info: {names, dtype_names, shapes, src: 0}}
+   *  (NCCLWeightTransferUpdateInfo) while the trainer broadcasts, then /finish_weight_update
+   *  {weight_version}: the label every output carries from now on, as after a disk load. */
+  async receiveWeights(meta: TransferMetadata, version: number): Promise<{ loadMs: number }> {
+    const started = Date.now();
+    const fix = VLLM_FIX.devMode;
+    await this.http('/start_weight_update', { method: 'POST', timeoutMs: 60_000, fix });
+    await this.http('/update_weights', { body: { update_info: { names: meta.names, dtype_names: meta.dtype_names, shapes: meta.shapes, src: 0 } }, timeoutMs: 30 * 60_000, fix });
+    await this.http('/finish_weight_update', { body: { weight_version: String(version) }, timeoutMs: 10 * 60_000, fix });
+    return { loadMs: Date.now() - started };
   }
 
   /** POST /pause?mode=abort&clear_cache=false: every request in flight is aborted (each answers

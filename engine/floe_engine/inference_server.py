@@ -19,6 +19,7 @@ from . import __version__  # noqa: F401  (sets thread env before torch loads)
 import torch
 
 from . import checkpoint as ckpt
+from . import native_transfer
 from . import tokenizer
 from . import weights_io
 from .httpserve import HTTPError, make_server, prometheus
@@ -98,6 +99,7 @@ class InferenceServer:
         self.holding = False
         self.pause_lock = threading.Lock()  # one pause / resume at a time, in order
         self.rpc_methods = {"floe_load_folder": self.floe_load_folder, "floe_ping": self.floe_ping}
+        self.transfer_group = None  # this engine's end of a trainer's weight-transfer group (native_transfer)
         # on a GPU, a published folder is read into page-locked buffers kept between updates (the
         # copy to the GPU runs ~3x faster than from pageable memory); one load at a time uses them
         self.read_buffers = weights_io.PinnedBuffers() if engine.policy.device.type == "cuda" else None
@@ -316,8 +318,37 @@ class InferenceServer:
             ("floe_engine_paused", "gauge", "1 while paused.", int(st["paused"])),
         ])
 
+    # POST /weight_transfer/init {master_address, master_port, rank, world_size, backend}: join a
+    # trainer's group, as a vLLM worker does on /init_weight_transfer_engine and SGLang's on
+    # /init_weights_update_group (blocks until every member joined)
+    def transfer_init(self, body: dict, headers) -> dict:
+        for k in ("master_address", "master_port", "rank", "world_size"):
+            if body.get(k) is None:
+                raise ValueError(f"missing field {k!r}")
+        backend = body.get("backend") or ("nccl" if self.engine.policy.device.type == "cuda" else "gloo")
+        self.transfer_group = native_transfer.join(backend, body["master_address"], body["master_port"], body["rank"], body["world_size"])
+        return {"ok": True, "backend": backend}
+
+    # POST /weight_transfer/receive {names, dtype_names, shapes, src, version[, keep_cache]}: one
+    # update's tensors from the group, swapped in place between scheduler steps as /update_weights does
+    def transfer_receive(self, body: dict, headers) -> dict:
+        if self.transfer_group is None:
+            raise ValueError("no weight-transfer group: POST /weight_transfer/init first")
+        if body.get("version") is None:
+            raise ValueError("missing field 'version'")
+        t0 = time.perf_counter()
+        named = native_transfer.receive(self.transfer_group, list(body.get("names") or []), list(body.get("dtype_names") or []),
+                                        list(body.get("shapes") or []), int(body.get("src", 0)), self.engine.policy.device)
+        recv_ms = round((time.perf_counter() - t0) * 1e3, 2)
+        with self.load_lock:
+            rebuilt = self.engine.update_weights(dict(named), int(body["version"]), {}, keep_cache=body.get("keep_cache") is True)
+        return {"ok": True, "version": int(body["version"]), "tensors": len(named), "receive_ms": recv_ms,
+                "load_ms": round((time.perf_counter() - t0) * 1e3, 2), "rebuilt_sequences": rebuilt}
+
     def routes(self):
         r = {
+            ("POST", "/weight_transfer/init"): self.transfer_init,
+            ("POST", "/weight_transfer/receive"): self.transfer_receive,
             ("POST", "/v1/completions"): self.completions,
             ("POST", "/tokenize"): self.tokenize,
             ("POST", "/detokenize"): self.detokenize,

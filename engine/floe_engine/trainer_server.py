@@ -9,6 +9,11 @@ POST /train_step {batch_path | samples, config} -> {version, path, config, metri
   weight_decay, clip_low, clip_high, ratio_mode, truncate_cap, loss_agg, epochs, minibatches,
   grad_clip, micro_batch_tokens; see contract.py. The response's config is the one applied.)
 POST /logprobs {samples: [{prompt_ids, completion_ids} | {ids, loss_mask}]} -> {logprobs}
+POST /weight_transfer/open {engine_id, world_size[, backend, master_address]} -> {master_address, master_port, backend, world_size}
+POST /weight_transfer/metadata {} -> {version, names, dtype_names, shapes}
+POST /weight_transfer/send {engine_id, version} -> {version, send_ms, bytes, tensors}
+  (the trainer's rank 0 of an engine's weight-transfer group: vLLM's and SGLang's own routes
+  receive; see native_transfer.py)
 GET /health, GET /metrics. ``--port 0`` picks a free port; the first stdout
 line is a JSON object {"event": "ready", "port": ...}.
 
@@ -35,7 +40,8 @@ import time
 from . import __version__  # noqa: F401  (sets thread env before torch loads)
 import torch
 
-from . import trainer_state
+from . import native_transfer, trainer_state
+from .publish import publish_entries
 from .distributed import init_distributed, launched_by_torchrun
 from .fsdp_trainer import FSDPTrainer
 from .httpserve import make_server, prometheus
@@ -44,11 +50,42 @@ from .trainer import Trainer, load_samples
 
 
 class TrainerServer:
-    def __init__(self, trainer: Trainer, model_name: str):
+    def __init__(self, trainer: Trainer, model_name: str, host: str = "127.0.0.1"):
         self.trainer = trainer
         self.model_name = model_name
+        self.host = host
         self.busy = 0
         self.failed = 0
+        self.senders: dict = {}
+
+    def _entries(self):
+        if getattr(self.trainer, "ctx", None) is not None and self.trainer.ctx.world_size > 1:
+            raise ValueError("weight transfer from a sharded trainer is not implemented: run it with engines.weightTransfer 'disk'")
+        return publish_entries(self.trainer.policy, self.trainer.publish_dtype)
+
+    # POST /weight_transfer/open: host one engine's group (a new one replaces the engine's old group)
+    def transfer_open(self, body: dict, headers) -> dict:
+        eid = body.get("engine_id")
+        if not isinstance(eid, str) or not eid:
+            raise ValueError("engine_id (the engine's id in the run config) is required")
+        world_size = int(body.get("world_size", 2))
+        backend = body.get("backend") or ("nccl" if self.trainer.policy.device.type == "cuda" else "gloo")
+        host = body.get("master_address") or self.host
+        self.senders[eid] = native_transfer.Sender(backend, host, world_size)
+        return {"master_address": host, "master_port": self.senders[eid].port, "backend": backend, "world_size": world_size}
+
+    # POST /weight_transfer/metadata: names, dtypes and shapes of what /weight_transfer/send broadcasts
+    def transfer_metadata(self, body: dict, headers) -> dict:
+        return {"version": self.trainer.version, **native_transfer.metadata(self._entries())}
+
+    # POST /weight_transfer/send: broadcast the weights of `version` (the one the trainer holds)
+    def transfer_send(self, body: dict, headers) -> dict:
+        s = self.senders.get(body.get("engine_id"))
+        if s is None:
+            raise ValueError(f"no weight-transfer group for engine {body.get('engine_id')!r}: POST /weight_transfer/open first")
+        if int(body.get("version", -1)) != self.trainer.version:
+            raise ValueError(f"asked to send version {body.get('version')} but the trainer holds version {self.trainer.version}")
+        return {"version": self.trainer.version, **s.send(self._entries())}
 
     def train_step(self, body: dict, headers) -> dict:
         if body.get("samples") is not None:
@@ -101,6 +138,9 @@ class TrainerServer:
         return {
             ("POST", "/train_step"): self.train_step,
             ("POST", "/logprobs"): self.logprobs,
+            ("POST", "/weight_transfer/open"): self.transfer_open,
+            ("POST", "/weight_transfer/metadata"): self.transfer_metadata,
+            ("POST", "/weight_transfer/send"): self.transfer_send,
             ("GET", "/health"): self.health,
             ("GET", "/metrics"): self.metrics,
         }
@@ -157,7 +197,7 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     path = trainer.ensure_published()  # engines can always load the version the trainer starts from
     name = a.model if a.model.startswith("hf:") else "floe-tiny"
-    httpd = make_server(a.host, a.port, TrainerServer(trainer, name).routes(), verbose=a.verbose)
+    httpd = make_server(a.host, a.port, TrainerServer(trainer, name, host=a.host).routes(), verbose=a.verbose)
     print(json.dumps({"event": "ready", "role": "trainer", "host": a.host, "port": httpd.server_address[1],
                       "model": name, "version": version, "path": path, "parameters": policy.num_parameters(),
                       "tokenizer": policy.tokenizer.name, "vocab_size": policy.vocab_size,

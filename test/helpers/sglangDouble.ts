@@ -20,6 +20,7 @@ import type { AddressInfo, Socket } from 'node:net';
  *    [flush]    python/sglang/srt/managers/scheduler_components/flush_wrapper.py
  *    [wu]       python/sglang/srt/managers/scheduler_components/weight_updater.py
  *    [wv]       python/sglang/srt/utils/weight_versions.py: meta_info.weight_versions spans
+ *    [transfer] python/sglang/srt/entrypoints/http_server.py + managers/io_struct.py: the distributed weight-update routes
  *    [metrics]  python/sglang/srt/observability/metrics_collector.py, utils/common.py
  *               add_prometheus_middleware (/metrics is mounted only with --enable-metrics)
  *    [sampler]  python/sglang/srt/layers/sampler.py: the log-prob of a sampled id is
@@ -192,6 +193,9 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
   let pauseMode: 'abort' | 'retract' | 'in_place' = 'abort';
   /** Weight loads so far: a request retracted through one samples its remaining ids under the new weights. */
   let loads = 0;
+  /** [transfer] the weight-update group's name once initialised, and an open begin … end session. */
+  let transferGroup: string | null = null;
+  let inWeightUpdate = false;
   let resumeWaiters: (() => void)[] = [];
   const flights = new Map<string, Flight>();
   /** rids of requests received and not yet scheduled (held by a pause, say): [tm] rid_to_state */
@@ -581,7 +585,7 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
   /** [http] server_info: a few of the resolved server args, the live state, the version. */
   const serverInfo = () => json(200, {
     model_path: opts.launchCheckpoint ?? info.model, enable_metrics: metricsOn, weight_version: launchVersion, context_length: info.context,
-    enable_deterministic_inference: opts.deterministicInference ?? false, tokenizer_worker_num: 1,
+    enable_deterministic_inference: opts.deterministicInference ?? false, tokenizer_worker_num: 1, tp_size: 1, pp_size: 1, dp_size: 1,
     internal_states: [{}], version: SGLANG_DOUBLE_VERSION, frontend: 'python',
   });
 
@@ -604,6 +608,37 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
   route(['GET'], '/ready', async () => new Reply(paused ? 503 : 200, ''));
   route(['POST', 'PUT'], '/generate', (b) => generate(b));
   route(['POST'], '/update_weights_from_disk', (b) => updateWeights(b));
+  // [transfer] http_server.py init_weights_update_group / begin_weight_update /
+  // update_weights_from_distributed / end_weight_update (io_struct.py): the backend is the one
+  // scheduler worker that joins the trainer's group and receives the broadcast
+  route(['POST'], '/init_weights_update_group', async (b) => {
+    if (b === undefined) return missingBody();
+    const x = (b ?? {}) as Record<string, unknown>;
+    for (const k of ['master_address', 'master_port', 'rank_offset', 'world_size'] as const) {
+      if (x[k] === undefined) return validationError([{ type: 'missing', loc: ['body', k], msg: 'Field required', input: b }]);
+    }
+    const r = await bcall('/weight_transfer/init', { master_address: x.master_address, master_port: x.master_port, rank: x.rank_offset, world_size: x.world_size, backend: x.backend === 'nccl' ? undefined : x.backend });
+    if (r.status !== 200) return json(400, { success: false, message: `Failed to initialize the weight update group: ${backendMessage(r)}` });
+    transferGroup = typeof x.group_name === 'string' ? x.group_name : 'weight_update_group';
+    return json(200, { success: true, message: 'Succeeded to initialize custom process group.' });
+  });
+  route(['POST'], '/begin_weight_update', async () => { inWeightUpdate = true; return json(200, { success: true, message: 'Weight update session opened.' }); });
+  route(['POST'], '/end_weight_update', async () => { inWeightUpdate = false; return json(200, { success: true, message: 'Weight update session closed.' }); });
+  route(['POST'], '/update_weights_from_distributed', async (b) => {
+    if (b === undefined) return missingBody();
+    const x = (b ?? {}) as { names?: string[]; dtypes?: string[]; shapes?: number[][]; group_name?: string; weight_version?: string | null; abort_all_requests?: boolean };
+    if ((x.group_name ?? 'weight_update_group') !== transferGroup) return json(400, { success: false, message: `Group ${x.group_name ?? 'weight_update_group'} not in ${JSON.stringify(transferGroup ? [transferGroup] : [])}` });
+    if (!inWeightUpdate) return json(400, { success: false, message: 'update_weights_from_distributed requires an open weight-update session: call /begin_weight_update first.' });
+    if (x.abort_all_requests === true) abortFlights();
+    const wv = x.weight_version ?? null;
+    const asNumber = wv !== null && /^-?\d+$/.test(wv) ? Number(wv) : Math.max(...versionNames.keys()) + 1;
+    const r = await bcall('/weight_transfer/receive', { names: x.names ?? [], dtype_names: x.dtypes ?? [], shapes: x.shapes ?? [], src: 0, version: asNumber });
+    if (r.status !== 200) return json(400, { success: false, message: `Failed to update parameter online: ${backendMessage(r)}` });
+    versionNames.set(asNumber, wv ?? weightVersion);
+    if (wv !== null) weightVersion = wv;
+    loads += 1;
+    return json(200, { success: true, message: 'Succeeded to update parameter online.' });
+  });
   route(['POST'], '/pause_generation', (b) => pauseGeneration(b));
   route(['POST'], '/continue_generation', (b) => continueGeneration(b));
   route(['POST'], '/abort_request', (b) => abortRequest(b));
@@ -692,6 +727,8 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
       modelPath = opts.launchCheckpoint ?? info.model;
       lastReceive = 0;
       flushPending = false;
+      transferGroup = null; // a new process has no weight-update group
+      inWeightUpdate = false;
       await sleep((o.downMs ?? 0) - (Date.now() - t0));
       await listen(port);
     },

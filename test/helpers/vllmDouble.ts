@@ -22,6 +22,8 @@ import { randomUUID } from 'node:crypto';
  *  [rl]         vllm/entrypoints/rl/online/api_router.py: /pause, /resume, /is_paused, /abort_requests
  *  [cache]      vllm/entrypoints/serve/dev/cache/api_router.py: /reset_prefix_cache
  *  [rpc]        vllm/entrypoints/serve/dev/rpc/api_router.py: /collective_rpc; vllm/v1/serial_utils.py
+ *  [transfer]   vllm/entrypoints/rl/online/api_router.py (init_weight_transfer_engine, start/finish_weight_update,
+ *               update_weights, get_world_size); vllm/distributed/weight_transfer/nccl_engine.py, nccl_common.py
  *               (run_method), vllm/v1/executor/multiproc_executor.py, vllm/v1/engine/core.py and
  *               core_client.py (how a worker's failure reaches the client)
  *  [health]     vllm/entrypoints/serve/instrumentator/health.py; [metrics] .../metrics.py and
@@ -53,6 +55,8 @@ export interface VllmDoubleOptions {
   backend: string;
   /** The folder the server was "launched" with: restart() loads it into the backend as version 0. */
   launchCheckpoint?: string;
+  /** --weight-transfer-config set (default true): the native weight-transfer routes work. */
+  weightTransfer?: boolean;
   /** VLLM_SERVER_DEV_MODE=1 (default true): the dev and RL routes exist. */
   devMode?: boolean;
   /** --worker-extension-cls floe_vllm.FloeWorkerExtension (default true). */
@@ -366,6 +370,8 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
   let backendVersion = 0;
   /** Weight loads so far: a request held through a pause in mode keep goes on under new weights. */
   let loads = 0;
+  let transferReady = false;
+  let transferStarted = false;
   let resumeWaiters: (() => void)[] = [];
   const untilResumed = async () => { while (paused) await new Promise<void>((r) => resumeWaiters.push(r)); };
   const loaded = (v: number) => { backendVersion = v; labels.set(v, weightVersion); loads += 1; };
@@ -773,6 +779,42 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
       return new HttpReply(200, { success: true, new_version: weightVersion });
     });
     route('GET', '/weight_info', () => new HttpReply(200, { weight_version: weightVersion }));
+    // a worker's exception through collective_rpc, as the API server answers it (a 500)
+    const transferFailed = (err: string) => vllmError(500, 'InternalServerError', `Call to collective_rpc method failed: Worker failed with error '${err}', please check the stack trace above for the root cause`);
+    // [transfer] rl/online/api_router.py: the native weight-transfer routes of a server launched
+    // with --weight-transfer-config; the double's one worker is the backend, which joins the
+    // trainer's group and receives the broadcast (engine/floe_engine/native_transfer.py)
+    route('GET', '/get_world_size', () => new HttpReply(200, { world_size: opts.tensorParallel ?? 1 }));
+    route('POST', '/init_weight_transfer_engine', async (_q, _s, raw) => {
+      const info = ((JSON.parse(raw || '{}') as { init_info?: Record<string, unknown> }).init_info ?? {});
+      // NCCLWeightTransferInitInfo (nccl_common.py): rank_offset and world_size are required
+      for (const k of ['rank_offset', 'world_size'] as const) if (info[k] === undefined) return transferFailed(`Invalid init_info for NCCLWeightTransferEngine: __init__() missing 1 required keyword-only argument: '${k}'`);
+      // gpu_worker.py _check_weight_transfer_engine: a server launched without --weight-transfer-config
+      if (opts.weightTransfer === false) return transferFailed('Weight transfer not configured. Please set weight_transfer_config to enable weight transfer.');
+      if ((opts.tensorParallel ?? 1) !== 1) return transferFailed('the vLLM double joins one worker (its backend) to a weight-transfer group');
+      const b = await bcall('/weight_transfer/init', { master_address: info.master_address, master_port: info.master_port, rank: info.rank_offset, world_size: info.world_size });
+      if (b.status !== 200) return transferFailed(backendMessage(b));
+      transferReady = true;
+      return new HttpReply(200, { message: 'Weight transfer initialized' });
+    });
+    route('POST', '/start_weight_update', () => { transferStarted = true; return new HttpReply(200, { message: 'Weight update started' }); });
+    route('POST', '/update_weights', async (_q, _s, raw) => {
+      const u = ((JSON.parse(raw || '{}') as { update_info?: { names?: string[]; dtype_names?: string[]; shapes?: number[][]; src?: number } }).update_info ?? {});
+      if (!transferReady) return transferFailed('NCCL weight transfer not initialized. Call init_transfer_engine() first.');
+      if (!transferStarted) return transferFailed('start_weight_update() must be called before update_weights()');
+      const next = Math.max(backendVersion, ...labels.keys()) + 1;
+      const b = await bcall('/weight_transfer/receive', { names: u.names ?? [], dtype_names: u.dtype_names ?? [], shapes: u.shapes ?? [], src: u.src ?? 0, version: next });
+      if (b.status !== 200) return transferFailed(backendMessage(b));
+      loaded(next);
+      reloads += 1;
+      return new HttpReply(200, { message: 'Weights updated' });
+    });
+    route('POST', '/finish_weight_update', (_q, _s, raw) => {
+      transferStarted = false;
+      const wv = (JSON.parse(raw || '{}') as { weight_version?: unknown }).weight_version;
+      if (typeof wv === 'string') { weightVersion = wv; labels.set(backendVersion, wv); }
+      return new HttpReply(200, { message: 'Weight update finished' });
+    });
   }
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -844,6 +886,8 @@ export async function startVllmDouble(opts: VllmDoubleOptions): Promise<VllmDoub
         weightVersion = 'default';
         backendVersion = 0;
         labels = new Map([[0, weightVersion]]);
+        transferReady = false; // a new process has no weight-transfer group
+        transferStarted = false;
         if (opts.launchCheckpoint) {
           const b = await bcall('/update_weights', { path: opts.launchCheckpoint, version: 0 });
           if (b.status !== 200) throw new Error(`vLLM double: resetting the backend to ${opts.launchCheckpoint}: HTTP ${b.status}: ${backendMessage(b)}`);

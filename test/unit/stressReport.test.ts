@@ -31,7 +31,7 @@ function summary(id: string, rewards: (number | null)[], o: { discarded?: number
   return {
     generatedAt: '2026-01-01T01:00:00.000Z',
     run: { id, name: `stress-${id}`, status: 'completed', config: {}, startedAt: '2026-01-01T00:00:00.000Z', endedAt: '2026-01-01T00:30:00.000Z', durationSeconds: 1800 },
-    updates, smoothedReward: rewards, smoothingAlpha: 0.2, staleness: { batch: {}, discarded: {} }, engines: [], gates: [], evictions: [], poolReward: null,
+    updates, smoothedReward: rewards, smoothingAlpha: 0.2, staleness: { batch: {}, discarded: {} }, engines: [], inFlight: { updateMode: 'abort', updates: 0, droppedTokensPerUpdate: null, recomputedTokensPerUpdate: null, spanningTurnsPerUpdate: null, stallSecondsPerLoad: null }, gates: [], evictions: [], poolReward: null,
     evaluations,
     evaluationTasks: [],
     epochs: 20,
