@@ -243,6 +243,25 @@ describe('SGLang adapter (against the SGLang 0.5.23 double)', () => {
     expect(ref.fix).toMatch(/--enable-metrics/);
   });
 
+  it('the gauges hold between refreshes, as SGLang publishes them (each prefill, every 40 decode steps, on going idle)', async () => {
+    const a = adapter(slow);
+    let seed = 0;
+    let best = await direct({ prompt: PROMPT, maxTokens: 120, temperature: 1, seed });
+    for (let s = 1; s < 24 && best.ids.length < 30; s++) {
+      const d = await direct({ prompt: PROMPT, maxTokens: 120, temperature: 1, seed: s });
+      if (d.ids.length > best.ids.length) { best = d; seed = s; }
+    }
+    expect(best.ids.length).toBeGreaterThanOrEqual(20); // ≥ 0.8 s at the paced rate
+    const long = a.generate(req({ maxTokens: 120, temperature: 1, seed }));
+    await sleep(50);
+    const short = await a.generate(req({ maxTokens: 2, temperature: 0 }));
+    expect(short.tokenIds.length).toBeGreaterThan(0);
+    // the short request has finished, but no prefill, idle or 40-step refresh has happened since it was admitted
+    expect((await a.load()).running).toBe(2);
+    await long;
+    expect(await a.load()).toEqual({ running: 0, waiting: 0 }); // published on going idle
+  });
+
   it('sums a gauge over DP ranks, once per batch (TP rank 0) and the total only under priority scheduling', () => {
     const text = [
       '# TYPE sglang:num_running_reqs gauge',

@@ -21,7 +21,8 @@ import type { AddressInfo, Socket } from 'node:net';
  *    [wu]       python/sglang/srt/managers/scheduler_components/weight_updater.py
  *    [wv]       python/sglang/srt/utils/weight_versions.py: meta_info.weight_versions spans
  *    [transfer] python/sglang/srt/entrypoints/http_server.py + managers/io_struct.py: the distributed weight-update routes
- *    [metrics]  python/sglang/srt/observability/metrics_collector.py, utils/common.py
+ *    [metrics]  python/sglang/srt/observability/metrics_collector.py, utils/common.py; the refresh cadence:
+ *               python/sglang/srt/managers/scheduler_components/metrics_reporter.py, arg_groups/fields/observability.py (decode_log_interval = 40)
  *               add_prometheus_middleware (/metrics is mounted only with --enable-metrics)
  *    [sampler]  python/sglang/srt/layers/sampler.py: the log-prob of a sampled id is
  *               log_softmax(logits / T) unless SGLANG_RETURN_ORIGINAL_LOGPROB=1 (or the batch is
@@ -160,6 +161,9 @@ interface Flight {
 
 interface BackendChoice { text: string; token_ids: number[]; finish_reason: 'stop' | 'length' | 'abort'; stop_reason: number | string | null; logprobs: { token_logprobs: number[] }; weight_versions?: number[] }
 
+/** --decode-log-interval's default (sglang/srt/arg_groups/fields/observability.py): decode steps between gauge refreshes. */
+const DECODE_LOG_INTERVAL = 40;
+
 export async function startSglangDouble(opts: SglangDoubleOptions): Promise<SglangDouble> {
   const backend = opts.backend.replace(/\/$/, '');
   const rate = opts.tokensPerSecond;
@@ -193,6 +197,10 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
   let pauseMode: 'abort' | 'retract' | 'in_place' = 'abort';
   /** Weight loads so far: a request retracted through one samples its remaining ids under the new weights. */
   let loads = 0;
+  /** [metrics] the gauges as last published: at each prefill (a request admitted), on going idle,
+   *  and by /metrics itself once DECODE_LOG_INTERVAL decode steps have passed at the paced rate. */
+  let gauges = { running: 0, waiting: 0, at: 0 };
+  const publish = () => { gauges = { running: flights.size, waiting: pendingRids.size, at: Date.now() }; };
   /** [transfer] the weight-update group's name once initialised, and an open begin … end session. */
   let transferGroup: string | null = null;
   let inWeightUpdate = false;
@@ -216,6 +224,7 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
   const idle = async () => { while (flights.size > 0) await new Promise<void>((r) => idleWaiters.push(r)); };
   const settle = (f: Flight) => {
     flights.delete(f.rid);
+    if (flights.size === 0) publish(); // going idle
     if (flights.size === 0) { const w = idleWaiters; idleWaiters = []; w.forEach((r) => r()); }
   };
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
@@ -306,6 +315,7 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
       const f: Flight = { rid, phase: 'backend', started: Date.now(), abortedAt: null, wake: null, retractedAt: null, retractedLoads: 0, retractions: 0 };
       pendingRids.delete(rid);
       flights.set(rid, f);
+      publish(); // the prefill batch that admits it
       try {
         // [sched] logprob_start_len -1 (or absent): from the end of the prompt, no input log-probs
         const start = typeof b.logprob_start_len === 'number' && b.logprob_start_len >= 0 ? b.logprob_start_len : null;
@@ -592,9 +602,16 @@ export async function startSglangDouble(opts: SglangDoubleOptions): Promise<Sgla
   /** [metrics] the scheduler gauges, labelled as a single-GPU unified server labels them. */
   async function metrics(): Promise<Reply> {
     const b = await bcall('/metrics');
-    const waiting = Math.max(0, Number(/^vllm:num_requests_waiting(?:\{[^}]*\})?\s+(\S+)/m.exec(b.text)?.[1] ?? 0));
+    const liveWaiting = Math.max(0, Number(/^vllm:num_requests_waiting(?:\{[^}]*\})?\s+(\S+)/m.exec(b.text)?.[1] ?? 0));
     const inBackend = [...flights.values()].filter((f) => f.phase === 'backend').length;
-    const running = flights.size - Math.min(waiting, inBackend);
+    const liveRunning = flights.size - Math.min(liveWaiting, inBackend);
+    // [metrics] the scheduler publishes its gauges at each prefill batch, every
+    // --decode-log-interval (40) decode steps, and when it goes idle
+    // (scheduler_components/metrics_reporter.py): between those they hold the last values
+    const now = Date.now();
+    const decodeInterval = rate ? (DECODE_LOG_INTERVAL / rate) * 1000 : 0;
+    if (now - gauges.at >= decodeInterval) gauges = { running: liveRunning, waiting: liveWaiting, at: now };
+    const { running, waiting } = gauges;
     const lab = `{engine_type="unified",model_name="${opts.launchCheckpoint ?? info.model}",moe_ep_rank="0",pp_rank="0",tp_rank="0"}`;
     const g = (name: string, help: string, v: number) => `# HELP ${name} ${help}\n# TYPE ${name} gauge\n${name}${lab} ${v.toFixed(1)}\n`;
     return new Reply(200, g('sglang:num_running_reqs', 'The number of running requests.', running) + g('sglang:num_queue_reqs', 'The number of requests in the waiting queue.', waiting), 'text/plain; version=0.0.4; charset=utf-8');
