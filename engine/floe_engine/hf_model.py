@@ -396,6 +396,10 @@ class HFBackend(DecodeBackend):
 
     def _merge(self, cache, length: int) -> None:
         if self.cache is None:
+            # the layout is checked on the first sequence, not the second: a cache this code cannot
+            # merge (sliding-window layers) must send the backend to per-sequence decoding before
+            # any sequence is admitted, or the second request fails and the scheduler aborts all
+            self._kv_layers(cache)
             self.cache, self.T, self.pad = cache, length, [0]
             return
         T = self.T
