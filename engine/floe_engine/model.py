@@ -26,26 +26,6 @@ import torch.nn.functional as F
 
 from . import tokenizer
 
-try:  # torch >= 2.2: a causal mask aligned to the last key, which SDPA applies without a mask tensor
-    from torch.nn.attention.bias import CausalBias, causal_lower_right
-except ImportError:  # pragma: no cover - older torch: the explicit mask below
-    CausalBias, causal_lower_right = None, None
-
-
-def _is_causal_bias(mask) -> bool:
-    return CausalBias is not None and isinstance(mask, CausalBias)  # (a CausalBias is also a Tensor)
-
-
-def causal_mask(T: int, S: int, device) -> "torch.Tensor | CausalBias":
-    """The mask of ``T`` queries at the last ``T`` of ``S`` positions attending causally over all
-    ``S`` keys (a cached prefix of ``S - T`` keys, then their own). As a ``CausalBias`` SDPA's CPU
-    kernel skips the blocks above the diagonal instead of reading a [T, S] mask: the same outputs
-    (``tests/test_units.py`` compares both, forward and gradients), the tiny model's attention fwd+bwd ~1.4× as fast
-    (``bench/engine/cpu_speed.py``). A bool tensor (True = may not attend) where torch lacks it."""
-    if causal_lower_right is not None:
-        return causal_lower_right(T, S)
-    return torch.ones(T, S, dtype=torch.bool, device=device).triu(S - T + 1)
-
 
 @dataclass
 class TinyConfig:
@@ -116,12 +96,11 @@ class Block(nn.Module):
         return (q.view(shape).transpose(1, 2), k.view(shape).transpose(1, 2), v.view(shape).transpose(1, 2))
 
     def _attend(self, q, k, v, mask) -> torch.Tensor:
-        """Attention of q [B, H, T, Dh] over k, v [B, H, S, Dh]; ``mask`` True = may not attend (or a
-        ``causal_mask``).
+        """Attention of q [B, H, T, Dh] over k, v [B, H, S, Dh]; ``mask`` True = may not attend.
         PyTorch's fused kernel (on one CPU thread a trainer step 1.41× and decoding 1.44× as fast as
         with the explicit softmax: ``bench/engine/tiny_attention_bench.py``); engine and trainer both
         run it, so their numerics stay matched. ``attend_reference`` is the explicit form, kept for the test and the bench."""
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask if _is_causal_bias(mask) else ~mask)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask)
         B, _, T, _ = y.shape
         return y.transpose(1, 2).reshape(B, T, self.n_heads * self.d_head)
 
@@ -199,7 +178,7 @@ class TinyGPT(nn.Module):
             raise ValueError(f"sequence of {P + T} tokens exceeds the model context {self.cfg.context}")
         pos = torch.arange(P, P + T, device=ids.device) if positions is None else positions
         x = self.tok(ids) + self.pos(pos)[None]
-        mask = causal_mask(T, P + T, ids.device) if attn_mask is None else attn_mask
+        mask = torch.ones(T, P + T, dtype=torch.bool, device=ids.device).triu(P + 1) if attn_mask is None else attn_mask
         kvs = []
         for layer, blk in enumerate(self.blocks):
             x, kv = blk(x, mask, None if prefix_kv is None else prefix_kv[layer])
