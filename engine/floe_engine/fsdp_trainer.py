@@ -58,6 +58,8 @@ class FSDPTrainer(Trainer):
     """``Trainer`` over the ranks of a process group. On rank 0, ``train_step`` / ``score`` first
     send the request to the other ranks, which run ``serve_workers`` until told to stop."""
 
+    skip_zero_advantage = False  # every rank runs the same forwards, whatever its rows' advantages
+
     def __init__(self, policy: Policy, version: int, publish_dir: str, ctx: DistContext,
                  state_every: int = 1, state_keep: int = 1, activation_checkpointing: bool = False,
                  pack: bool = False, **kw):

@@ -151,6 +151,53 @@ def cast_recurrent_states(cache: Any, dtype: torch.dtype) -> int:
     return n
 
 
+_SPARE_CLASSES: Dict[type, type] = {}
+
+
+def _spare_class(base: type) -> type:
+    """``base`` (transformers' ``DynamicLayer``, which grows its K/V by a ``torch.cat`` per token:
+    a new [B, H, T, D] tensor per layer per step) with spare room along the sequence: ``update``
+    writes the new keys/values into a preallocated buffer and returns views of its first T
+    positions; when the buffer is full (or ``keys`` was replaced from outside, as the backend's
+    merge and select do) it moves to a new buffer with half as much room again, so a sequence of
+    n tokens is copied O(log n) times instead of n."""
+    if base not in _SPARE_CLASSES:
+        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            k, v = self.keys, self.values
+            n, T = key_states.shape[-2], (k.shape[-2] if k.dim() == 4 else 0)
+            buf = getattr(self, "_spare", None)
+            if (buf is None or k.dim() != 4 or k.data_ptr() != buf[0].data_ptr() or buf[0].shape[:2] != k.shape[:2]
+                    or buf[0].shape[-2] < T + n):
+                cap = T + n + max(64, (T + n) // 2)
+                kb = key_states.new_empty(*key_states.shape[:2], cap, key_states.shape[-1])
+                vb = value_states.new_empty(*value_states.shape[:2], cap, value_states.shape[-1])
+                if T:
+                    kb[:, :, :T] = k
+                    vb[:, :, :T] = v
+                buf = self._spare = (kb, vb)
+            buf[0][:, :, T:T + n] = key_states
+            buf[1][:, :, T:T + n] = value_states
+            self.keys, self.values = buf[0][:, :, :T + n], buf[1][:, :, :T + n]
+            return self.keys, self.values
+
+        _SPARE_CLASSES[base] = type(f"Spare{base.__name__}", (base,), {"update": update, "__doc__": _spare_class.__doc__})
+    return _SPARE_CLASSES[base]
+
+
+def preallocate_kv(cache: Any) -> int:
+    """Give every plain growing K/V layer of ``cache`` spare room (``_spare_class``); sliding-window
+    and linear-attention layers keep their own update. Returns how many layers were changed."""
+    n = 0
+    for layer in getattr(cache, "layers", None) or []:
+        cls = type(layer)
+        if cls.__name__ == "DynamicLayer":
+            layer.__class__ = _spare_class(cls)
+            n += 1
+    return n
+
+
 def keep_rope_fp32(module, device: torch.device, dtype: torch.dtype):
     """``module.to(device, dtype)`` except the rotary embeddings' inverse frequencies, which stay
     float32 as transformers computes them (``compute_default_rope_parameters``: ``dtype=torch.float``)
@@ -367,6 +414,7 @@ class HFBackend(DecodeBackend):
     # --- helpers ----------------------------------------------------------------
     def _after_forward(self, cache) -> None:
         cast_recurrent_states(cache, self.policy.state_dtype)
+        preallocate_kv(cache)  # the next token's K/V are written in place, not concatenated
 
     def _prefill(self, ids: Sequence[int]) -> Tuple[torch.Tensor, Any]:
         x = torch.tensor([list(ids)], dtype=torch.long, device=self.policy.device)
@@ -396,6 +444,10 @@ class HFBackend(DecodeBackend):
 
     def _merge(self, cache, length: int) -> None:
         if self.cache is None:
+            # the layout is checked on the first sequence, not the second: a cache this code cannot
+            # merge (sliding-window layers) must send the backend to per-sequence decoding before
+            # any sequence is admitted, or the second request fails and the scheduler aborts all
+            self._kv_layers(cache)
             self.cache, self.T, self.pad = cache, length, [0]
             return
         T = self.T

@@ -132,7 +132,8 @@ class Policy:
 
         The row is scored as the pair (ids[:p0], ids[p0:]) with p0 its first masked index, so
         rows sharing their first prompt (the G rollouts of a group) share its forward on the
-        tiny model. p0 must be >= 1 (nothing predicts the first token)."""
+        tiny model. p0 must be >= 1 (nothing predicts the first token). Tokens after the last masked
+        one are not run."""
         pairs, masks = [], []
         for i, (ids, mask) in enumerate(rows):
             p0 = first_masked(mask)
@@ -140,8 +141,10 @@ class Policy:
                 raise ValueError(f"row {i}: loss_mask has no 1 (no token to score)")
             if p0 == 0:
                 raise ValueError(f"row {i}: loss_mask[0] is 1, but the first token has no prefix to predict it from")
-            pairs.append((list(ids[:p0]), list(ids[p0:])))
-            masks.append(list(mask[p0:]))
+            # tokens after the last masked one change no masked log-prob (attention is causal): not run
+            end = max(j for j, m in enumerate(mask) if m) + 1
+            pairs.append((list(ids[:p0]), list(ids[p0:end])))
+            masks.append(list(mask[p0:end]))
         return self.token_logprobs(pairs, grad=grad, entropy=entropy, masks=masks)
 
     def make_backend(self, max_batch: int) -> DecodeBackend:

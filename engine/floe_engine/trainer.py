@@ -253,15 +253,37 @@ class Trainer:
         return self.policy.masked_logprobs([(samples[i]["ids"], samples[i]["loss_mask"]) for i in mb],
                                            grad=True, entropy=entropy)
 
+    # Rows whose advantage is 0 (with advantage 'reward', every failed attempt) have a loss of
+    # exactly 0 and a gradient of exactly 0 in both ratio modes, so the one-process trainer runs
+    # their backward never and their forward only for the first epoch's metrics (under no_grad).
+    # The sharded trainer keeps every row: each rank must run the same forwards.
+    skip_zero_advantage = True
+
     def _backward(self, samples: List[dict], idxs: List[int], adv: List[float], cfg: StepConfig,
                   sums: Optional[LossSums], measure: bool) -> None:
         """Accumulate the gradient of the loss of minibatch ``idxs``, micro-batch by micro-batch;
         metrics into ``sums`` (mismatch only when ``measure``: the weights have not moved yet in
         this train step)."""
         n_tokens = sum(len(samples[i]["_masked"]) for i in idxs)
+        seq_count = len(idxs)
+        if self.skip_zero_advantage:
+            idle = [i for i in idxs if adv[i] == 0.0]
+            if idle and sums is not None:
+                with torch.no_grad():
+                    for mb in self._micro_batches(samples, idle, cfg.micro_batch_tokens):
+                        for i, (lp, ent) in zip(mb, self._forward(samples, mb, entropy=True)):
+                            sample_loss(samples[i], lp, ent, adv[i], cfg, n_tokens, seq_count, self.version,
+                                        sums, measure)
+            live = [i for i in idxs if adv[i] != 0.0]
+            if not live:  # a zero gradient, as the backward would have left: AdamW still steps on it
+                for p in self.policy.module.parameters():
+                    if p.requires_grad:
+                        p.grad = torch.zeros_like(p)
+                return
+            idxs = live
         for mb in self._micro_batches(samples, idxs, cfg.micro_batch_tokens):
             res = self._forward(samples, mb, entropy=sums is not None)
-            parts = [sample_loss(samples[i], lp, ent, adv[i], cfg, n_tokens, len(idxs), self.version, sums, measure)
+            parts = [sample_loss(samples[i], lp, ent, adv[i], cfg, n_tokens, seq_count, self.version, sums, measure)
                      for i, (lp, ent) in zip(mb, res)]
             # a rank with no sample in this micro-batch still runs it (weight 0): its collectives line up
             (sum(parts) if parts else sum(lp.sum() for lp, _ in res) * 0.0).backward()

@@ -49,3 +49,21 @@ def test_publish_bench_smoke(model, tmp_path):
     assert [r["checksum"] for r in res["old"] + res["new"]] == ["sha256", "xxh3-128", "xxh3-128", "xxh3-128"]
     assert "error" not in res["refit_local"] and res["refit_local"]["engine_max_abs_diff_vs_trainer"] == 0.0
 
+
+
+def test_cpu_speed_bench_smoke(tmp_path):
+    """bench/engine/cpu_speed.py with this tree as its own baseline: each kind of case measured for both
+    trees, and the train step's metrics equal between them (the figure that shows a change kept
+    the numerics)."""
+    out = tmp_path / "cpu_speed.json"
+    p = subprocess.run([sys.executable, os.path.join(BENCH, "cpu_speed.py"), "--smoke", "--baseline", ENGINE_DIR,
+                        "--baseline-label", "this tree", "--out", str(out)],
+                       env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:]
+    res = json.loads(out.read_text())
+    assert set(res["summary"]) == {"train_success0.5", "tiny_decode_b8", "hf_decode_b8"}  # --smoke: one of each
+    assert res["summary"]["train_success0.5"]["max_rel_diff_metrics"] < 1e-6
+    assert res["runs"]["train_success0.5"]["after"][0]["successes"] == 4  # half of 2 groups × 4
+    assert all(r["tokens_per_s"] > 0 for r in res["runs"]["hf_decode_b8"]["before"])
+    assert ENGINE_DIR not in json.dumps({k: res[k] for k in ("trees", "runs")})  # no path of this machine

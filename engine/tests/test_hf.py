@@ -105,3 +105,31 @@ def test_rope_inverse_frequencies_stay_fp32_in_a_bf16_model():
     want = 1.0 / (cfg.rope_parameters["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
     assert torch.equal(bufs[next(n for n in bufs if n.endswith(".inv_freq") or n == "inv_freq")].cpu(), want)
     assert all(p.dtype == torch.bfloat16 for p in pol.module.parameters())  # the weights are still bf16
+
+
+def test_hf_decode_writes_kv_in_place():
+    """The full-attention layers' K/V grow inside one buffer: the storage a decode step writes to
+    stays the same from token to token (transformers' own DynamicLayer allocates a new tensor per
+    token; the negative control below shows it)."""
+    from transformers.cache_utils import DynamicLayer
+
+    from floe_engine.hf_model import preallocate_kv
+
+    pol, _ = build_policy(SPEC, device=DEVICE, dtype="fp32", seed=0)
+    be = pol.make_backend(2)
+    be.add("a", PROMPT)
+    be.add("b", PROMPT[:20])
+    kv = [layer for layer in be.cache.layers if hasattr(layer, "keys") and isinstance(layer.keys, torch.Tensor)
+          and layer.keys.dim() == 4]
+    assert kv and all(type(layer).__name__ == "SpareDynamicLayer" for layer in kv)
+    be.step(["a", "b"], [65, 66])  # the first step after a merge moves into a buffer
+    ptrs = [layer.keys.data_ptr() for layer in kv]
+    for t in range(5):
+        be.step(["a", "b"], [67 + t, 68 + t])
+    assert [layer.keys.data_ptr() for layer in kv] == ptrs
+    plain = DynamicLayer()
+    plain.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))
+    p0 = plain.keys.data_ptr()
+    plain.update(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))
+    assert plain.keys.data_ptr() != p0
+    assert preallocate_kv(type("C", (), {"layers": [plain]})()) == 1 and type(plain).__name__ == "SpareDynamicLayer"

@@ -84,3 +84,40 @@ def test_config_names_every_missing_and_unknown_field():
 def test_bad_recipe_fields_are_named(bad, msg):
     with pytest.raises(ValueError, match=msg):
         StepConfig.from_dict(step_config(**bad))
+
+
+def test_rows_without_advantage_are_skipped_without_changing_the_step(tmp_path):
+    """The one-process trainer runs no backward for rows of advantage 0 (and no forward after the
+    first epoch's metrics), and no token after a row's last masked one: weights and metrics must
+    be those of the full computation. Groups share a prompt; one minibatch has only zero rows (its
+    step still moves the weights by momentum); rows end in unmasked tool output. SGD with momentum:
+    AdamW would scale the rounding noise of the key bias (whose true gradient is 0: softmax ignores
+    a shift common to all keys) up to lr-sized steps in either computation."""
+    def rows(advs):
+        out = []
+        for i, a in enumerate(advs):
+            g = i // 2
+            ids = [1, 2, 3 + g, 4] + [10 + (i * 7 + j) % 40 for j in range(6 + i)] + [50, 51, 52]
+            mask = [0] * 4 + [1] * (6 + i) + [0] * 3
+            out.append({"rollout_id": f"r{i}", "group_id": f"g{g}", "reward": float(a > 0), "advantage": a,
+                        "ids": ids, "loss_mask": mask, "behaviour_logprobs": [-5.0 if m else 0.0 for m in mask],
+                        "token_versions": [0 if m else -1 for m in mask]})
+        return out
+
+    def run(skip, advs, tmp):
+        pol = TinyPolicy(TinyConfig(d_model=16, n_layers=1, n_heads=2, context=64), torch.device("cpu"), seed=0)
+        tr = Trainer(pol, 0, str(tmp), optimizer="sgd")
+        tr.skip_zero_advantage = skip
+        ms = [tr.train_step(rows(advs), step_config(lr=0.1, epochs=3, minibatches=3))["metrics"] for _ in range(2)]
+        return weights(tr), ms
+
+    advs = [1.0, 0.0, 0.0, 0.0, 0.0, 1.0]  # groups g0 (one zero), g1 (all zero), g2 (one zero)
+    w_skip, m_skip = run(True, advs, tmp_path / "skip")
+    w_full, m_full = run(False, advs, tmp_path / "full")
+    torch.testing.assert_close(w_skip, w_full, atol=1e-6, rtol=1e-5)
+    for a, b in zip(m_skip, m_full):
+        for k in ("loss", "grad_norm", "entropy", "clip_fraction", "mismatch_mean_abs_logprob", "ratio_max"):
+            assert a[k] == pytest.approx(b[k], rel=1e-5, abs=1e-7), k
+    # negative control: a small advantage on one of those rows is a different step
+    w_other, _ = run(True, [1.0, 0.0, 0.0, 0.1, 0.0, 1.0], tmp_path / "other")
+    assert (w_other - w_full).abs().max() > 1e-5
