@@ -43,7 +43,7 @@ export function auditIdOf(dataset: string, tasks: readonly Task[], settings: Aud
   return `audit-${dataset.replace(/[^A-Za-z0-9_.-]/g, '_')}-${h.digest('hex').slice(0, 10)}`;
 }
 
-const AUDIT_CODE = ['harness/floe_harness/audit/candidates.py', 'harness/floe_harness/audit/diffcheck.py', 'harness/floe_harness/audit/strengthen.py', 'activities/auditSearch.ts'];
+const AUDIT_CODE = ['harness/floe_harness/audit/candidates.py', 'harness/floe_harness/audit/agent_mistakes.py', 'harness/floe_harness/audit/diffcheck.py', 'harness/floe_harness/audit/strengthen.py', 'activities/auditSearch.ts'];
 
 /** The settings of an audit run from the CLI: the run config's sandbox defaults; with an
  *  auditor, its rollouts as the auditor's run config makes them (engines, policy, budgets). */

@@ -478,6 +478,11 @@ def run_pytest(tests: list, max_replays: int, deselect: list = ()) -> dict:
         args[:0] = ["-p", "floe_pytest_report"]
     except ImportError:
         pass
+    try:  # tests spread over xdist workers would run where nothing is wrapped: one process
+        import xdist  # noqa: F401
+        args += ["-n", "0"]
+    except ImportError:
+        pass
     del _calls[:]
     try:
         pytest.main(args, plugins=[phase])
