@@ -179,3 +179,17 @@ def test_import_names() -> None:
         assert diffcheck._import_name(d, "pkg2/a.py") == ("pkg2.a", "")
         assert diffcheck._import_name(d, "m.py") == ("m", "")
         assert diffcheck._import_name(d, "lib/nopkg.py") == ("lib.nopkg", "")
+
+
+def test_replays_cover_every_function_when_one_is_called_thousands_of_times(tmp_path: Path) -> None:
+    """A few calls of each function are kept, and replays go round the functions: a test that
+    calls one function 3000 times does not starve the other's replays (as a real suite's
+    subtests did)."""
+    repo = build(tmp_path, {
+        "m.py": "def hot(x):\n    return x\n\n\ndef cold(x):\n    return x * 2\n",
+        "tests/test_m.py": "import m\n\ndef test_hot():\n    for i in range(3000):\n        m.hot(i)\n\ndef test_cold():\n    assert m.cold(3) == 6\n",
+    })
+    out = trace(repo, "m.py", "tests/test_m.py")
+    replayed = {k.split("#")[0] for k in out["variants"] if k.startswith("replay::")}
+    assert replayed == {"replay::m:hot", "replay::m:cold"}
+    assert len([k for k in out["variants"] if k.startswith("replay::m:cold#")]) >= 5

@@ -19,6 +19,12 @@ describe('evidence of a flag', () => {
     expect(behaviourDifference(gold, gold, gold)).toBeNull();
   });
 
+  it('a replayed call the candidate lacks is no evidence (cut by its time budget); a test variant it lacks is', () => {
+    const gold = trace({ 't#pytest': [call('(4,)', '2')], 'replay::m:half#a': [call('(3,)', '1')] });
+    expect(behaviourDifference(gold, gold, trace({ 't#pytest': [call('(4,)', '2')] }))).toBeNull();
+    expect(behaviourDifference(gold, gold, trace({ 'replay::m:half#a': [call('(3,)', '1')] }))?.variant).toBe('t#pytest');
+  });
+
   it('shows a call only one tree made, and a method object state', () => {
     expect(differingCall([call('(1,)', '0')], [])).toEqual({ function: 'm:half', args: '(1,)', kwargs: '{}', gold: 'return 0', candidate: 'no such call' });
     const m = (r: string) => ['m:Box.take', '(3,)', '{}', 'return', r, "[('n', 2)]"];

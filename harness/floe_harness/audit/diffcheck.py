@@ -41,6 +41,7 @@ import os
 import re
 import signal
 import sys
+import time
 import types
 
 ADDR = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -83,14 +84,15 @@ def _state(obj) -> str:
 
 _calls: list = []  # the pytest phase's calls from test code, kept for replay: (name, fn, method, args, kwargs)
 _keep = [False]  # keep calls (the pytest phase only)
-MAX_KEPT = 2000
+_kept_of: dict = {}  # calls kept per function: a few of each, not the first thousands of one
+MAX_KEPT_PER_FUNCTION = 20
 
 
 def _wrap(fn, name: str, method: bool):
     def wrapper(*args, **kwargs):
         top = _depth[0] == 0
         kept = None
-        if top and _keep[0] and len(_calls) < MAX_KEPT:
+        if top and _keep[0] and _kept_of.get(name, 0) < MAX_KEPT_PER_FUNCTION:
             try:  # the inputs as they were before the call (it may change them)
                 kept = (name, fn, method, copy.deepcopy(args), copy.deepcopy(kwargs))
             except Exception:  # an input that cannot be copied (a lock, a file): not replayed
@@ -105,11 +107,13 @@ def _wrap(fn, name: str, method: bool):
                 _log.append([name, _repr(args[1:] if method else args), _repr(kwargs), "raise", type(err).__name__, _state(args[0]) if method and args else None])
                 if kept:
                     _calls.append(kept)
+                    _kept_of[name] = _kept_of.get(name, 0) + 1
             raise
         finally:
             _depth[0] -= 1
         if kept:
             _calls.append(kept)
+            _kept_of[name] = _kept_of.get(name, 0) + 1
         if top:
             _log.append([name, _repr(args[1:] if method else args), _repr(kwargs), "return", _repr(result), _state(args[0]) if method and args else None])
         return result
@@ -289,7 +293,7 @@ def _alarm(_sig, _frame):
     raise _Timeout()
 
 
-def run(repo: str, targets: list, tests: list, max_variants: int, max_replays: int = 400) -> dict:
+def run(repo: str, targets: list, tests: list, max_variants: int, max_replays: int = 1000) -> dict:
     repo = os.path.abspath(repo)
     os.chdir(repo)
     sys.path.insert(0, repo)
@@ -343,8 +347,11 @@ def run(repo: str, targets: list, tests: list, max_variants: int, max_replays: i
     return {"variants": variants, "importError": None}
 
 
-ITEM_SECONDS = 5
-REPLAY_SECONDS = 1.0
+ITEM_SECONDS = 20
+REPLAY_SECONDS = 0.5
+# all replays together: a real test suite keeps thousands of calls, and the audit's trace has a
+# time limit; replays go round the kept calls so a cut still covers every function
+REPLAY_BUDGET_SECONDS = 60.0
 _POOL_TYPES = (str, int, float)
 
 
@@ -410,54 +417,90 @@ def _alternatives(value, pool: list) -> list:
     if isinstance(value, (list, tuple)) and len(value) >= 2:
         out += [type(value)(reversed(value)), type(value)(value[1:]), type(value)(list(value) + list(value[:1]))]
     out += [v for v in pool if type(v) is type(value)]
-    seen: list = []
+    seen: set = {(type(value).__name__, _repr(value))}
+    kept: list = []
     for v in out:
-        if not (type(v) is type(value) and v == value) and not any(type(v) is type(x) and v == x for x in seen):
-            seen.append(v)
-    return seen
+        key = (type(v).__name__, _repr(v))
+        if key not in seen:
+            seen.add(key)
+            kept.append(v)
+    return kept
 
 
-def replay(calls: list, pool: list, max_replays: int) -> dict:
-    """Each kept call again with one argument replaced by each of its alternatives."""
+POOL_PER_TYPE = 40
+MATERIALISE = 50
+
+
+def _outcome_repr(result) -> str:
+    """A replay's result; an iterator's first items are its behaviour (a lazy result's repr
+    says nothing), so they are taken (the replay's result goes nowhere else)."""
+    if hasattr(result, "__next__") and hasattr(result, "__iter__") and not isinstance(result, (str, bytes, list, tuple, dict)):
+        import itertools
+        items = list(itertools.islice(result, MATERIALISE + 1))
+        return "<iterator> " + _repr(items[:MATERIALISE]) + (" …" if len(items) > MATERIALISE else "")
+    return _repr(result)
+
+
+def replay(calls: list, pool: list, max_replays: int, budget: float = REPLAY_BUDGET_SECONDS) -> dict:
+    """Each kept call again with one argument replaced by each of its alternatives, round the
+    distinct calls (one replay of each in turn) until ``max_replays`` or the time budget. A
+    replay that times out is left out (how long a call takes is no behaviour), so a variant
+    one tree has and another lacks is never evidence (core/dataAudit.ts skips it)."""
     variants: dict = {}
     distinct: dict = {}
     for c in calls:
         name, _fn, method, args, kwargs = c
         distinct.setdefault((name, _repr(args), _repr(kwargs), _state(args[0]) if method and args else None), c)
-    if not distinct:
-        return variants
-    per_call = max(4, max_replays // len(distinct))
-    for (name, _a, _k, before), (_n, fn, method, args, kwargs) in distinct.items():
-        slots = [("a", i) for i in range(1 if method else 0, len(args))] + [("k", k) for k in sorted(kwargs)]
-        tried = 0
-        for slot in slots:
+
+    def inputs(c):
+        _n, _fn, method, args, kwargs = c
+        for slot in [("a", i) for i in range(1 if method else 0, len(args))] + [("k", k) for k in sorted(kwargs)]:
             for alt in _alternatives(args[slot[1]] if slot[0] == "a" else kwargs[slot[1]], pool):
-                if tried >= per_call or len(variants) >= max_replays:
-                    break
-                tried += 1
-                try:
-                    a, k = copy.deepcopy(args), copy.deepcopy(kwargs)
-                except Exception:
-                    break
-                if slot[0] == "a":
-                    a = a[:slot[1]] + (alt,) + a[slot[1] + 1:]
-                else:
-                    k[slot[1]] = alt
-                shown = _repr(a[1:] if method else a)
-                key = "replay::%s#%s" % (name, hashlib.sha1(("%s|%s|%s" % (shown, _repr(k), before)).encode("utf-8", "replace")).hexdigest()[:16])
-                _depth[0] = 1  # calls the replayed code makes are not calls from test code
-                try:
-                    signal.setitimer(signal.ITIMER_REAL, REPLAY_SECONDS)
-                    result = fn(*a, **k)
-                    event = [name, shown, _repr(k), "return", _repr(result), _state(a[0]) if method and a else None]
-                except _Timeout:
-                    event = [name, shown, _repr(k), "timeout", None, None]
-                except BaseException as err:
-                    event = [name, shown, _repr(k), "raise", type(err).__name__, _state(a[0]) if method and a else None]
-                finally:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-                    _depth[0] = 0
+                yield slot, alt
+
+    # the first call of each function, then the second of each, …: a cut still covers them all
+    nth: dict = {}
+    order = []
+    for key, c in distinct.items():
+        nth[key[0]] = nth.get(key[0], -1) + 1
+        order.append((nth[key[0]], len(order), key, c))
+    queues = [(key, c, inputs(c)) for _n, _i, key, c in sorted(order, key=lambda x: (x[0], x[1]))]
+    deadline = time.monotonic() + budget
+    while queues and len(variants) < max_replays and time.monotonic() < deadline:
+        left = []
+        for (name, _a, _k, before), (_n, fn, method, args, kwargs), gen in queues:
+            if len(variants) >= max_replays or time.monotonic() >= deadline:
+                break
+            nxt = next(gen, None)
+            if nxt is None:
+                continue
+            left.append(((name, _a, _k, before), (_n, fn, method, args, kwargs), gen))
+            slot, alt = nxt
+            try:
+                a, k = copy.deepcopy(args), copy.deepcopy(kwargs)
+            except Exception:
+                continue
+            if slot[0] == "a":
+                a = a[:slot[1]] + (alt,) + a[slot[1] + 1:]
+            else:
+                k[slot[1]] = alt
+            shown = _repr(a[1:] if method else a)
+            key = "replay::%s#%s" % (name, hashlib.sha1(("%s|%s|%s" % (shown, _repr(k), before)).encode("utf-8", "replace")).hexdigest()[:16])
+            _depth[0] = 1  # calls the replayed code makes are not calls from test code
+            try:
+                signal.setitimer(signal.ITIMER_REAL, REPLAY_SECONDS)
+                result = _outcome_repr(fn(*a, **k))
+                event = [name, shown, _repr(k), "return", result, _state(a[0]) if method and a else None]
+            except _Timeout:
+                event = None
+            except BaseException as err:
+                event = [name, shown, _repr(k), "raise", type(err).__name__, _state(a[0]) if method and a else None]
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                _depth[0] = 0
+            if event is not None:
                 variants[key] = [event]
+        queues = left
     return variants
 
 
@@ -484,14 +527,21 @@ def run_pytest(tests: list, max_replays: int, deselect: list = ()) -> dict:
     except ImportError:
         pass
     del _calls[:]
+    _kept_of.clear()
     try:
         pytest.main(args, plugins=[phase])
     except BaseException as err:  # pytest itself failed: what ran so far is still evidence
         phase.variants["pytest::<session>"] = [["error", type(err).__name__]]
+    # the tests' values, at most POOL_PER_TYPE of each type, spread over their sorted order (the
+    # same for every tree: they come from the tests, not from the code under test)
+    by_type: dict = {}
+    for v in phase.pool + [x for c in _calls for x in _flat(c[3], c[4])] + list(SEEDS):
+        by_type.setdefault(type(v).__name__, {}).setdefault(_repr(v), v)
     pool: list = []
-    for v in sorted(phase.pool + [x for c in _calls for x in _flat(c[3], c[4])] + list(SEEDS), key=lambda v: (type(v).__name__, _repr(v))):
-        if not any(type(v) is type(x) and v == x for x in pool[-50:]):
-            pool.append(v)
+    for name in sorted(by_type):
+        values = [by_type[name][r] for r in sorted(by_type[name])]
+        step = max(1, len(values) // POOL_PER_TYPE)
+        pool += values[::step][:POOL_PER_TYPE]
     phase.variants.update(replay(_calls, pool, max_replays))
     return phase.variants
 
@@ -509,7 +559,7 @@ def main(argv=None) -> int:
     ap.add_argument("--targets", required=True)
     ap.add_argument("--tests", required=True)
     ap.add_argument("--max-variants", type=int, default=400)
-    ap.add_argument("--max-replays", type=int, default=400)
+    ap.add_argument("--max-replays", type=int, default=1000)
     ap.add_argument("--seeds", default="[]", help="JSON list of constants to try as inputs")
     a = ap.parse_args(argv)
     SEEDS[:] = [v for v in json.loads(a.seeds) if isinstance(v, (str, int, float))]
