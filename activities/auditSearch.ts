@@ -113,7 +113,7 @@ export async function searchWrongPatches(docker: Docker, opts: { image: string; 
     const base = decodeFiles(await runScript(docker, c, AGENT_USER, READ_FILES, [repoDir, ...changed], { what: 'reading the files the gold patch changes' }));
     const gold = decodeFiles(await runScript(docker, c, AGENT_USER, `FLOE_REPO="$1" bash ${STAGE}/checkout.sh ${STAGE}/gold.diff && ${READ_FILES}`, [repoDir, ...changed], { what: 'applying the gold patch' }));
     const files = Object.fromEntries(changed.filter((p) => gold[p] !== undefined).map((p) => [p, { base: base[p] ?? null, gold: gold[p] }]));
-    const own = await harness.candidates({ files, limit: input.maxCandidates ?? 200, problem: task.problemStatement });
+    const own = await harness.candidates({ files, limit: input.maxCandidates ?? 200 });
     // the auditor agent's fixes first: the most plausible wrong patches there are
     const candidates = [...(input.extra ?? []), ...own.candidates];
     const seeds = own.seeds;

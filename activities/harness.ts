@@ -31,7 +31,7 @@ export interface HarnessVerdict {
 }
 
 /** A candidate wrong patch: its kind (hunk_subset, symbol_only, mutation; format_spec, call_site,
- *  branch_drop, off_by_one, special_case: floe_harness/audit/agent_mistakes.py), what it changes, and
+ *  branch_drop, off_by_one: floe_harness/audit/agent_mistakes.py), what it changes, and
  *  its diff against the base. */
 export interface AuditCandidate { id: string; kind: string; description: string; path: string; diff: string }
 
@@ -73,7 +73,7 @@ export class HarnessServer {
   }
 
   /** The data audit's plausible wrong patches for a gold patch (floe_harness/audit/candidates.py). */
-  candidates(req: { files: Record<string, { base: string | null; gold: string }>; limit: number; problem?: string }): Promise<{ candidates: AuditCandidate[]; seeds: unknown[] }> {
+  candidates(req: { files: Record<string, { base: string | null; gold: string }>; limit: number }): Promise<{ candidates: AuditCandidate[]; seeds: unknown[] }> {
     return this.call<{ candidates: AuditCandidate[]; seeds: unknown[] }>('candidates', req);
   }
 

@@ -5,7 +5,7 @@ grading/harness.py for the requests and answers). A failure is one line on stder
 one per worker; the line protocol is grading/serve.py's). Besides grading's commands (plan,
 parse, which) it answers the data audit's:
 
-candidates {"files": {path: {"base": text, "gold": text}}, "limit": n, "problem": the issue's text}
+candidates {"files": {path: {"base": text, "gold": text}}, "limit": n}
       -> {"candidates": [{"id", "kind", "description", "path", "diff"}], "seeds": [constants]}:
       the audit's plausible wrong patches (audit/candidates.py, and audit/agent_mistakes.py's)
 strengthen {"gold1": trace, "gold2": trace, "testPatch": diff, "first": [variant keys]}
@@ -26,8 +26,7 @@ from floe_harness.grading.serve import answer, serve
 
 COMMANDS = {
     **harness.COMMANDS,
-    "candidates": lambda req: {"candidates": candidates.candidates(req["files"], int(req.get("limit", 200)),
-                                                                   more=lambda p, b, g: agent_mistakes.agent_mistakes(p, b, g, str(req.get("problem") or ""))),
+    "candidates": lambda req: {"candidates": candidates.candidates(req["files"], int(req.get("limit", 200)), more=agent_mistakes.agent_mistakes),
                                "seeds": candidates.seeds(req["files"])},
     "strengthen": lambda req: strengthen.strengthen(req["gold1"], req["gold2"], req["testPatch"], first=req.get("first")),
 }

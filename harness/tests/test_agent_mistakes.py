@@ -1,6 +1,5 @@
 """floe_harness.audit.agent_mistakes: wrong patches of the kinds agents write (format specs,
-the same edit at one of several sites, one branch of the gold change, off by one and rounding,
-the issue's example special-cased). Each family is run: the candidate's code is executed and
+the same edit at one of several sites, one branch of the gold change, off by one and rounding). Each family is run: the candidate's code is executed and
 behaves as its description says; a gold patch without the shape gets none of that family."""
 from __future__ import annotations
 
@@ -96,43 +95,14 @@ def test_off_by_one_and_rounding() -> None:
     assert not am.off_by_ones("p.py", base, "def per_page(n, k):\n    return max(n, k)\n")
 
 
-def test_issue_values() -> None:
-    text = "After selling more than we had, `stock_after(3, 5)` reports 1 unit, and `'ORD-00042'` and \"x y\" too; `digit_sum(-12)`."
-    assert am.issue_values(text) == [3, 5, "ORD-00042", "x y", 12, -12, 1]
-    assert am.issue_values("") == []
-
-
-def test_special_case_is_gold_on_the_example_only() -> None:
-    base = "def stock_after(stock, sold):\n    return max(stock - sold, 1)\n"
-    gold = "def stock_after(stock, sold):\n    return max(stock - sold, 0)\n"
-    [c] = am.special_cases("stock.py", base, gold, "`stock_after(3, 5)` reports 1 unit left instead of 0.")
-    f = load(c.text)["stock_after"]
-    assert f(3, 5) == 0 and f(5, 3) == 2  # the example's values: gold
-    assert f(10, 12) == 1  # elsewhere: the bug
-    # methods forward self; no values in the issue: no candidate
-    mbase = src("""
-        class Box:
-            def __init__(self, n):
-                self.n = n
-
-            def take(self, k):
-                return self.n - k
-    """)
-    mgold = mbase.replace("return self.n - k", "return max(self.n - k, 0)")
-    [m] = am.special_cases("b.py", mbase, mgold, "`Box(2).take(3)` gives -1")
-    box = load(m.text)["Box"]
-    assert box(2).take(3) == 0 and box(10, ).take(12) == -2
-    assert not am.special_cases("stock.py", base, gold, "it is wrong")
-
-
 def test_every_family_goes_through_candidates_as_a_diff() -> None:
     """Through candidates.candidates(more=...): every diff is unique and leaves valid Python."""
     base = 'def order_id(n):\n    return f"ORD-{n:05d}"\n'
     gold = 'def order_id(n):\n    return f"ORD-{n:06d}"\n'
     files = {"ids.py": {"base": base, "gold": gold}}
-    out = ac.candidates(files, more=lambda p, b, g: am.agent_mistakes(p, b, g, "`order_id(42)` gives `'ORD-00042'`"))
+    out = ac.candidates(files, more=am.agent_mistakes)
     got = {c["kind"] for c in out}
-    assert {"format_spec", "special_case"} <= got
+    assert "format_spec" in got
     assert len({c["diff"] for c in out}) == len(out)
     for c in out:
         assert c["diff"].startswith("diff --git a/ids.py b/ids.py\n")

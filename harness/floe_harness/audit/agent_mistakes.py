@@ -9,10 +9,12 @@ if running it shows a difference (``diffcheck.py``).
 - ``branch_drop``: a partial fix, an ``if``/``elif``/``else`` the gold patch wrote with one
   branch left out (or the whole ``if`` dropped);
 - ``off_by_one``: an arithmetic result or ``len()`` the gold patch wrote, ±1, and a division
-  it wrote rounded or truncated;
-- ``special_case``: the changed function behaving as the gold patch only when its call is the
-  issue's example (every plain argument is a value the issue's text names: the example an
-  agent fixes to pass its tests), and as before otherwise.
+  it wrote rounded or truncated.
+
+Left out, measured: the changed function behaving as the gold patch only when every plain
+argument is a value the issue's text names (the issue's example special-cased). On the toy
+suite it found 2 more loose tasks and flagged 12 of the 44 sound ones, whose hidden tests check
+exactly the issue's example (docs/results.md, Data audit).
 """
 from __future__ import annotations
 
@@ -235,108 +237,9 @@ def _replace_child(root: ast.AST, old: ast.AST, new: ast.AST) -> bool:
     return False
 
 
-# ---------- the issue's example special-cased ----------
-
-QUOTED = re.compile(r"""`([^`\n]{1,40})`|'([^'\n]{1,40})'|"([^"\n]{1,40})\"""")
-NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
-
-
-def issue_values(problem: str, limit: int = 12) -> list:
-    """Literal values the issue's text names: the constants of its code spans (`f(3, 5)`,
-    `'ORD-00042'`), quoted strings, and the numbers of its prose."""
-    out: list = []
-    for m in QUOTED.finditer(problem or ""):
-        s = next(g for g in m.groups() if g is not None)
-        try:
-            tree = ast.parse(s.strip(), mode="eval")
-            found = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, (int, float, str)) and not isinstance(n.value, bool)]
-            found += [-n.operand.value for n in ast.walk(tree) if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub)
-                      and isinstance(n.operand, ast.Constant) and isinstance(n.operand.value, (int, float)) and not isinstance(n.operand.value, bool)]
-            out += found
-        except (SyntaxError, ValueError, MemoryError, RecursionError):
-            if m.group(1) is None:  # a quoted word, not code
-                out.append(s)
-    for m in NUMBER.finditer(QUOTED.sub(" ", problem or "")):
-        out.append(float(m.group()) if "." in m.group() else int(m.group()))
-    seen: list = []
-    for v in out:
-        if not any(type(v) is type(x) and v == x for x in seen):
-            seen.append(v)
-    return seen[:limit]
-
-
-def _forward(args: ast.arguments) -> tuple[list[ast.expr], list[ast.keyword]]:
-    pos: list[ast.expr] = [ast.Name(a.arg, ast.Load()) for a in args.posonlyargs + args.args]
-    if args.vararg:
-        pos.append(ast.Starred(ast.Name(args.vararg.arg, ast.Load()), ast.Load()))
-    kws = [ast.keyword(a.arg, ast.Name(a.arg, ast.Load())) for a in args.kwonlyargs]
-    if args.kwarg:
-        kws.append(ast.keyword(None, ast.Name(args.kwarg.arg, ast.Load())))
-    return pos, kws
-
-
-def special_cases(path: str, base: str, gold: str, problem: str) -> list[Candidate]:
-    values = issue_values(problem)
-    if not values:
-        return []
-    try:
-        gtree, btree = ast.parse(gold), ast.parse(base)
-    except SyntaxError:
-        return []
-    lines = changed_gold_lines(base, gold)
-
-    def functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
-        out: dict[str, ast.FunctionDef] = {}
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef):
-                out[node.name] = node
-            elif isinstance(node, ast.ClassDef):
-                out.update({f"{node.name}.{m.name}": m for m in node.body if isinstance(m, ast.FunctionDef)})
-        return out
-    gf, bf = functions(gtree), functions(btree)
-    out: list[Candidate] = []
-    for name, fn in gf.items():
-        old = bf.get(name)
-        if old is None or not set(range(fn.lineno, fn.end_lineno + 1)) & lines or ast.dump(old) == ast.dump(fn):  # type: ignore[operator]
-            continue
-        if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Nonlocal, ast.Global)) for n in ast.walk(fn)) or "super" in {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}:
-            continue
-        pos, kws = _forward(fn.args)
-        params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs if a.arg not in ("self", "cls")]
-        if not params:
-            continue
-        inner_gold = copy.deepcopy(fn)
-        inner_gold.name, inner_gold.decorator_list = "_floe_gold", []
-        inner_base = copy.deepcopy(inner_gold)
-        inner_base.name, inner_base.body = "_floe_base", copy.deepcopy(old.body)
-        if ast.dump(old.args) != ast.dump(fn.args):
-            continue  # a changed signature: the base body cannot take the gold's arguments
-        lits = ast.parse(repr(tuple(values)), mode="eval").body
-        # the call is the issue's example: every plain argument is one of its values
-        cond = ast.parse(f"all(any(type(_v) is type(_x) and _v == _x for _x in _ISSUE) for _v in ({', '.join(params)},) if type(_v) in (int, float, str))", mode="eval").body
-        body = [
-            ast.Assign([ast.Name("_ISSUE", ast.Store())], lits),
-            inner_gold, inner_base,
-            ast.If(cond, [ast.Return(ast.Call(ast.Name("_floe_gold", ast.Load()), pos, kws))], []),
-            ast.Return(ast.Call(ast.Name("_floe_base", ast.Load()), copy.deepcopy(pos), copy.deepcopy(kws))),
-        ]
-        new = copy.deepcopy(fn)
-        new.body = body
-        ast.fix_missing_locations(new)
-        start = min([d.lineno for d in fn.decorator_list] + [fn.lineno])
-        text = _replace_lines(gold, start, fn.end_lineno, _stmt_text(new, _indent_of(gold, start)))  # type: ignore[arg-type]
-        try:
-            ast.parse(text)
-        except SyntaxError:
-            continue
-        shown = ", ".join(repr(v) for v in values[:4]) + ("…" if len(values) > 4 else "")
-        out.append(Candidate("special_case", f"{path}: `{name}` as the gold patch only when every plain argument is one of the issue's values ({shown}), as before otherwise", path, text))
-    return out[:MAX_PER_KIND]
-
-
-def agent_mistakes(path: str, base: str, gold: str, problem: str = "") -> list[Candidate]:
+def agent_mistakes(path: str, base: str, gold: str) -> list[Candidate]:
     """Every family above for one file the gold patch changes."""
     if not path.endswith(".py"):
         return []
     return [*format_specs(path, base, gold), *call_sites(path, base, gold), *branch_drops(path, base, gold),
-            *off_by_ones(path, base, gold), *special_cases(path, base, gold, problem)]
+            *off_by_ones(path, base, gold)]
