@@ -3,7 +3,7 @@ import type Docker from 'dockerode';
 import type { Task } from '../core/taskModel.js';
 import { parseRunConfig } from '../core/config.js';
 import { patchFiles, repoDirOf, type SandboxLimits } from '../core/sandboxPolicy.js';
-import { behaviourDifference, type BehaviourDifference, type BehaviourTrace } from '../core/dataAudit.js';
+import { behaviourDifference, discardReason, type BehaviourDifference, type BehaviourTrace } from '../core/dataAudit.js';
 
 import { AGENT_USER, runScript } from './sandbox/exec.js';
 import { removeContainer, startLockedContainer, unixNow } from './sandbox/containerSpec.js';
@@ -48,6 +48,9 @@ export interface CandidateOutcome {
   /** For a candidate that passed: the first variant of a test on which it behaves differently
    *  from the gold patch (null: none seen — an equivalent change, or one the variants miss). */
   difference: BehaviourDifference | null;
+  /** For a candidate that passed every test and showed no difference: why it was discarded
+   *  (core/dataAudit.ts discardReason: equivalent on every observed call, or no call observed). */
+  discarded?: string | null;
 }
 
 /** Stronger tests for a task that accepts a wrong patch: its test patch with a new file of
@@ -149,6 +152,8 @@ export async function searchWrongPatches(docker: Docker, opts: { image: string; 
       return { testPatch: s.testPatch, failToPass: stronger.failToPass, checks: s.checks ?? 0, reason: null };
     };
 
+    const untraced = !targets.length ? 'the gold patch changes no Python file outside the tests'
+      : !testFiles.length ? 'no test file is known (no path::name ids, no Python file in the test patch)' : null;
     const outcomes: CandidateOutcome[] = [];
     let goldTraces: [BehaviourTrace, BehaviourTrace] | null | undefined;
     for (const [i, k] of candidates.entries()) {
@@ -166,7 +171,8 @@ export async function searchWrongPatches(docker: Docker, opts: { image: string; 
         difference = goldTraces && t ? behaviourDifference(goldTraces[0], goldTraces[1], t) : null;
       }
       const failing = verdict ? verdict.tests.filter((t) => t.outcome !== 'passed').slice(0, 5).map((t) => `${t.id} (${t.outcome})`) : ['(the candidate did not apply)'];
-      outcomes.push({ ...k, testsPassed, failing: testsPassed ? [] : failing, difference });
+      const discarded = testsPassed && !difference ? discardReason(goldTraces ?? null, untraced) : null;
+      outcomes.push({ ...k, testsPassed, failing: testsPassed ? [] : failing, difference, discarded });
       heartbeat({ candidate: i + 1, of: candidates.length, wrong: outcomes.filter((o) => o.difference).length });
     }
     const wrong = outcomes.filter((o) => o.difference !== null);

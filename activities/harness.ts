@@ -30,9 +30,13 @@ export interface HarnessVerdict {
   logComplete: boolean;
 }
 
-/** A candidate wrong patch: its kind (hunk_subset, symbol_only, mutation), what it changes, and
+/** A candidate wrong patch: its kind (hunk_subset, symbol_only, mutation; format_spec, call_site,
+ *  branch_drop, off_by_one: floe_harness/audit/agent_mistakes.py), what it changes, and
  *  its diff against the base. */
 export interface AuditCandidate { id: string; kind: string; description: string; path: string; diff: string }
+
+/** The ref/unref of a child's pipe (a net.Socket; ChildProcess types it as a plain stream). */
+const ioOf = (io: unknown) => (io ?? {}) as { ref?: () => void; unref?: () => void };
 
 type Pending = { resolve(v: unknown): void; reject(e: Error): void; cmd: string };
 
@@ -102,6 +106,7 @@ export class HarnessServer {
         const p = this.pending.get(msg.id);
         if (!p) continue;
         this.pending.delete(msg.id);
+        this.holdLoop(child);
         if (msg.ok) p.resolve(msg.out);
         else p.reject(ApplicationFailure.nonRetryable(`floe_harness ${p.cmd} failed: ${msg.error ?? '?'}`, 'HarnessFailed'));
       }
@@ -109,6 +114,7 @@ export class HarnessServer {
     child.stderr.on('data', (b: Buffer) => { err = (err + b.toString()).slice(-4000); });
     const gone = (why: string) => {
       if (this.child === child) this.child = null;
+      ioOf(child.stdout).unref?.();
       // requests in flight fail (retryable: the activity's retry gets a new process)
       for (const [id, p] of this.pending) {
         this.pending.delete(id);
@@ -118,13 +124,19 @@ export class HarnessServer {
     child.on('error', (e) => gone(`did not start: ${e.message}`));
     child.on('close', (code, signal) => gone(`exit ${code ?? signal}`));
     child.stdin.on('error', () => undefined);
-    // the worker may exit while the server idles
+    // the worker may exit while the server idles; while a request waits for its reply, the
+    // server's stdout keeps the event loop alive (holdLoop), or a plain script that awaits a
+    // grading would see Node's loop empty mid-call and exit 13 with nothing printed
     child.unref();
-    (child.stdout as unknown as { unref?: () => void }).unref?.();
-    (child.stderr as unknown as { unref?: () => void }).unref?.();
-    (child.stdin as unknown as { unref?: () => void }).unref?.();
+    for (const io of [child.stdin, child.stdout, child.stderr]) ioOf(io).unref?.();
     this.child = child;
     return child;
+  }
+
+  /** Ref the server's stdout while a request is pending, unref it when none is. */
+  private holdLoop(child: ChildProcessWithoutNullStreams): void {
+    if (this.pending.size > 0) ioOf(child.stdout).ref?.();
+    else ioOf(child.stdout).unref?.();
   }
 
   private call<T>(cmd: 'plan' | 'parse' | 'candidates' | 'strengthen', req: unknown): Promise<T> {
@@ -132,6 +144,7 @@ export class HarnessServer {
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, cmd });
+      this.holdLoop(child);
       child.stdin.write(`${JSON.stringify({ id, cmd, req })}\n`);
     });
   }

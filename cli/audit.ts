@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { parseRunConfig, type RunConfig } from '../core/config.js';
-import { blindTask, curatedRow, scoreAgainstLabels } from '../core/dataAudit.js';
+import { blindTask, curatedRow, scoreAgainstLabels, type DifferingCall } from '../core/dataAudit.js';
 import type { Task } from '../core/taskModel.js';
 import { CONTROL_QUEUE } from '../core/taskQueues.js';
 import type { TaskLayout } from '../core/taskLayouts.js';
@@ -43,7 +43,7 @@ export function auditIdOf(dataset: string, tasks: readonly Task[], settings: Aud
   return `audit-${dataset.replace(/[^A-Za-z0-9_.-]/g, '_')}-${h.digest('hex').slice(0, 10)}`;
 }
 
-const AUDIT_CODE = ['harness/floe_harness/audit/candidates.py', 'harness/floe_harness/audit/diffcheck.py', 'harness/floe_harness/audit/strengthen.py', 'activities/auditSearch.ts'];
+const AUDIT_CODE = ['harness/floe_harness/audit/candidates.py', 'harness/floe_harness/audit/agent_mistakes.py', 'harness/floe_harness/audit/diffcheck.py', 'harness/floe_harness/audit/strengthen.py', 'activities/auditSearch.ts'];
 
 /** The settings of an audit run from the CLI: the run config's sandbox defaults; with an
  *  auditor, its rollouts as the auditor's run config makes them (engines, policy, budgets). */
@@ -152,6 +152,9 @@ function rawRows(source: string): Map<string, Record<string, unknown>> {
   return out;
 }
 
+/** The first call where the wrong patch parts from gold: the inputs that show it. */
+const callLine = (c: DifferingCall | null | undefined) => (c ? `<p>First differing call: <code>${esc(c.function)}${esc(c.args)}${c.kwargs !== '{}' ? ` ${esc(c.kwargs)}` : ''}</code>: gold ${esc(c.gold)}, candidate ${esc(c.candidate)}</p>` : '');
+
 const esc = (t: string) => t.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
 function reportHtml(auditId: string, dataset: string, table: Record<string, number>, score: ReturnType<typeof scoreAgainstLabels> | null, rows: TaskAuditRow[]): string {
@@ -162,13 +165,15 @@ function reportHtml(auditId: string, dataset: string, table: Record<string, numb
     const e = r.evidence!;
     return `<h3>${esc(r.taskId)}</h3><p>${esc(e.kind)}: ${esc(e.description)}<br>${esc(e.confirmedBy)}</p>
 <pre>${esc(e.diff)}</pre><p>Behaves differently from the gold patch on <code>${esc(e.difference?.variant ?? '')}</code>:</p>
-<pre>gold:      ${esc(JSON.stringify(e.difference?.gold))}\ncandidate: ${esc(JSON.stringify(e.difference?.candidate))}</pre>`;
+<pre>gold:      ${esc(JSON.stringify(e.difference?.gold))}\ncandidate: ${esc(JSON.stringify(e.difference?.candidate))}</pre>${callLine(e.difference?.call)}`;
   };
+  const passed = rows.filter((r) => r.status === 'passed');
   return `<!doctype html><meta charset="utf-8"><title>floe audit ${esc(auditId)}</title>
 <style>body{font:14px system-ui;margin:2em;max-width:70em}pre{background:#f5f5f5;padding:.6em;overflow:auto}td{padding:0 1em}</style>
 <h1>Data audit ${esc(auditId)}</h1><p>dataset ${esc(dataset)}</p><table>${head}</table>
 ${score ? `<p>Against the labels the audit never saw: loose tasks flagged ${score.looseFlagged}/${score.loose}; sound tasks flagged ${score.soundFlagged}/${score.sound}.</p>` : ''}
 <h2>Tasks whose tests accept a wrong patch (${flagged.length})</h2>${flagged.map(section).join('\n')}
+<h2>Tasks that passed (${passed.length}): the candidates that passed every test, and why each was discarded</h2><ul>${passed.map((r) => `<li>${esc(r.taskId)}: ${esc(r.note ?? 'no candidate passed every test')}</li>`).join('')}</ul>
 <h2>Tasks that fail the standard validation (${invalid.length})</h2><ul>${invalid.map((r) => `<li>${esc(r.taskId)}: ${esc(r.validation.problems.join('; '))}</li>`).join('')}</ul>
 `;
 }

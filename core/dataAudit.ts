@@ -36,7 +36,50 @@ export function standardValidation(task: Pick<Task, 'failToPass' | 'passToPass'>
  *  changed code, with results. */
 export interface BehaviourTrace { variants: Record<string, unknown[]>; importError: string | null }
 
-export interface BehaviourDifference { variant: string; gold: unknown[]; candidate: unknown[] | null }
+/** The evidence of a wrong patch: the variant (a test's perturbed run `path::test#n`, a pytest
+ *  run `nodeid#pytest`, or a replayed call `replay::module:function#hash`), the events of both
+ *  trees there, and the first call where they part: its function, inputs and both outcomes. */
+export interface BehaviourDifference { variant: string; gold: unknown[]; candidate: unknown[] | null; call?: DifferingCall | null }
+
+/** One call logged by diffcheck.py on which gold and candidate disagree. */
+export interface DifferingCall { function: string; args: string; kwargs: string; gold: string; candidate: string }
+
+const isCall = (e: unknown): e is [string, string, string, string, unknown, unknown] => Array.isArray(e) && e.length === 6 && typeof e[0] === 'string';
+
+/** The first call event where the two event lists disagree (same function and inputs, another
+ *  outcome; or a call only one of them made). */
+export function differingCall(gold: unknown[], candidate: unknown[] | null): DifferingCall | null {
+  const g = gold.filter(isCall);
+  const c = (candidate ?? []).filter(isCall);
+  const shown = (e: unknown[] | undefined) => (e ? `${String(e[3])} ${String(e[4])}${e[5] !== null && e[5] !== undefined ? ` (state ${String(e[5])})` : ''}` : 'no such call');
+  for (let i = 0; i < Math.max(g.length, c.length); i++) {
+    const a = g[i];
+    const b = c[i];
+    if (JSON.stringify(a) === JSON.stringify(b)) continue;
+    const e = (a ?? b)!;
+    return { function: e[0], args: e[1], kwargs: e[2], gold: shown(a), candidate: shown(b) };
+  }
+  return null;
+}
+
+/** Why a candidate that passed every test was not counted as a wrong patch: no variant where
+ *  two gold runs agree logged a call into the changed code (nothing was seen, so nothing can
+ *  be said), or it behaved as gold on every call that was. */
+export function discardReason(gold: [BehaviourTrace, BehaviourTrace] | null, untraced: string | null): string {
+  if (untraced) return `no call observed: ${untraced}`;
+  if (!gold) return 'no call observed: the gold patch could not be traced';
+  const [g1, g2] = gold;
+  if (g1.importError !== null) return `no call observed: importing the changed code failed (${g1.importError})`;
+  let variants = 0;
+  let calls = 0;
+  for (const [k, events] of Object.entries(g1.variants)) {
+    if (JSON.stringify(g2.variants[k]) !== JSON.stringify(events)) continue;
+    const n = events.filter(isCall).length;
+    if (n) { variants++; calls += n; }
+  }
+  if (!calls) return "no call observed: the tests made no call into the functions the gold patch changes";
+  return `equivalent on every observed call (${calls} calls in ${variants} variants where two gold runs agree)`;
+}
 
 /** The first variant on which the candidate's calls differ from the gold patch's, among the
  *  variants where two runs of the gold patch agree (what is not deterministic is no evidence).
@@ -47,11 +90,23 @@ export function behaviourDifference(gold1: BehaviourTrace, gold2: BehaviourTrace
     const again = gold2.variants[variant];
     if (again === undefined || JSON.stringify(again) !== JSON.stringify(events) || events.length === 0) continue;
     const cand = candidate.variants[variant];
+    // a replayed call the candidate's trace lacks was cut by its time budget or its timeout, or
+    // never kept: no evidence (a candidate that changes which calls the tests make differs on
+    // their own variants)
+    if (cand === undefined && candidate.importError === null && variant.startsWith('replay::')) continue;
     if (candidate.importError !== null || cand === undefined || JSON.stringify(cand) !== JSON.stringify(events)) {
-      return { variant, gold: events, candidate: cand ?? null };
+      return { variant, gold: events, candidate: cand ?? null, call: differingCall(events, cand ?? null) };
     }
   }
   return null;
+}
+
+/** The audit note's line on the candidates that passed every test and were discarded, each
+ *  with its reason (null: none), so the report tells "sound" from "not seen". */
+export function discardedNote(outcomes: readonly { id: string; kind: string; discarded?: string | null }[]): string | null {
+  const d = outcomes.filter((o) => o.discarded);
+  if (!d.length) return null;
+  return `test-passing candidates discarded (${d.length}): ${d.map((o) => `${o.id} [${o.kind}] ${o.discarded!}`).join('; ')}`;
 }
 
 export type AuditStatus = 'invalid' | 'flagged' | 'passed';

@@ -69,7 +69,7 @@ describe('behaviourDifference', () => {
     const g1 = trace({ a: [['f', '(1,)', '{}', 'return', '2', null]], clock: [['now', '()', '{}', 'return', '1', null]], b: [['f', '(2,)', '{}', 'return', '3', null]] });
     const g2 = trace({ ...g1.variants, clock: [['now', '()', '{}', 'return', '7', null]] });
     const cand = trace({ a: g1.variants.a, clock: [['now', '()', '{}', 'return', '9', null]], b: [['f', '(2,)', '{}', 'return', '4', null]] });
-    expect(behaviourDifference(g1, g2, cand)).toEqual({ variant: 'b', gold: g1.variants.b, candidate: cand.variants.b });
+    expect(behaviourDifference(g1, g2, cand)).toEqual({ variant: 'b', gold: g1.variants.b, candidate: cand.variants.b, call: { function: 'f', args: '(2,)', kwargs: '{}', gold: 'return 3', candidate: 'return 4' } });
   });
   it('null for a candidate that behaves the same (an equivalent change is no evidence)', () => {
     const g = trace({ a: [['f', '(1,)', '{}', 'return', '2', null]] });

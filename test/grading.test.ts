@@ -163,6 +163,17 @@ describe('gradeSubmission', () => {
   });
 });
 
+describe('gradePatch from a plain script', () => {
+  it('grades one patch, prints its result and exits 0 (the harness process keeps the loop alive while a reply is pending)', () => {
+    // negative control: an empty diff grades as failed in the same script
+    const run = (which: string) => execFileSync('npx', ['tsx', 'test/helpers/gradeOne.ts', loose.instanceId, which, RUN], { encoding: 'utf8', timeout: 120_000 });
+    const gold = JSON.parse(run('gold').trim().split('\n').pop()!) as { passed: boolean; tests: unknown[] };
+    expect(gold).toMatchObject({ passed: true });
+    expect(gold.tests.length).toBe(loose.failToPass.length + loose.passToPass.length);
+    expect(JSON.parse(run('empty').trim().split('\n').pop()!)).toMatchObject({ passed: false });
+  }, 240_000);
+});
+
 describe('cleanup', () => {
   it('leaves no grader container of this test behind', async () => {
     expect(await ourContainers()).toEqual([]);

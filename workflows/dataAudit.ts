@@ -1,5 +1,5 @@
 import { defineQuery, executeChild, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import { auditStatus, standardValidation, type AuditRowSummary, type AuditStatus } from '../core/dataAudit.js';
+import { auditStatus, discardedNote, standardValidation, type AuditRowSummary, type AuditStatus } from '../core/dataAudit.js';
 import { CONTROL_QUEUE, sandboxQueue } from '../core/taskQueues.js';
 import { FloeKind, FloeRunId, FloeTaskId } from '../core/searchAttributes.js';
 import type { DataAuditActivities } from '../activities/dataAudit.js';
@@ -59,7 +59,7 @@ export async function dataAudit(input: DataAuditInput): Promise<DataAuditResult>
     outcomes = found.outcomes;
     // an auditor that brought nothing says why (its rollouts' gates: a budget too small for the brief shows here)
     const agentNote = agent && !extra.length ? `the auditor agent submitted no fix (its rollouts ended: ${agent.gates.join(', ')})` : null;
-    note = [found.note, agentNote].filter((n) => n !== null).join('; ') || null;
+    note = [found.note, agentNote, discardedNote(outcomes)].filter((n) => n !== null).join('; ') || null;
     strengthened = found.strengthened;
     for (const o of outcomes.filter((c) => c.difference !== null).slice(0, settings.maxConfirmations)) {
       const g = await grade(o.diff, 'audit-wrong');

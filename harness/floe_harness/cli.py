@@ -7,7 +7,7 @@ parse, which) it answers the data audit's:
 
 candidates {"files": {path: {"base": text, "gold": text}}, "limit": n}
       -> {"candidates": [{"id", "kind", "description", "path", "diff"}], "seeds": [constants]}:
-      the audit's plausible wrong patches (audit/candidates.py)
+      the audit's plausible wrong patches (audit/candidates.py, and audit/agent_mistakes.py's)
 strengthen {"gold1": trace, "gold2": trace, "testPatch": diff, "first": [variant keys]}
       -> {"testPatch": diff|null, "tests": [ids], "checks": n, "reason"?}: stronger tests from the
       gold patch's behaviour (audit/strengthen.py)
@@ -20,13 +20,13 @@ import json
 import sys
 from typing import Any
 
-from floe_harness.audit import candidates, strengthen
+from floe_harness.audit import agent_mistakes, candidates, strengthen
 from floe_harness.grading import harness
 from floe_harness.grading.serve import answer, serve
 
 COMMANDS = {
     **harness.COMMANDS,
-    "candidates": lambda req: {"candidates": candidates.candidates(req["files"], int(req.get("limit", 200))),
+    "candidates": lambda req: {"candidates": candidates.candidates(req["files"], int(req.get("limit", 200)), more=agent_mistakes.agent_mistakes),
                                "seeds": candidates.seeds(req["files"])},
     "strengthen": lambda req: strengthen.strengthen(req["gold1"], req["gold2"], req["testPatch"], first=req.get("first")),
 }

@@ -105,3 +105,31 @@ def test_generated_repr_matches_diffcheck() -> None:
     exec(st.HEADER, ns)  # noqa: S102 - the header is this module's own code
     for v in ([16.0], (1.0, 2.5), {"a": 3.0}, {2.0}, 32.0, "x", [[1.0]], None, object()):
         assert ns["_repr"](v) == diffcheck._repr(v), v
+
+
+def test_pytest_and_replay_variants_become_valid_tests(tmp_path: Path) -> None:
+    """Variants of TestCase methods (`TestA::test_b#pytest`) and replays (`replay::m:scale#…`)
+    give Python names; the written tests pass on gold and fail on a patch that differs only on
+    a replayed input."""
+    cls_tests = textwrap.dedent("""
+        import unittest
+        import m
+
+
+        class TestScale(unittest.TestCase):
+            def test_three(self):
+                self.assertEqual(m.scale(3), 6)
+    """).lstrip()
+    def make(root: Path, code: str, patch: str = "") -> Path:
+        r = repo(root, code, patch)
+        (r / TEST).write_text(cls_tests)
+        return r
+    g = trace(make(tmp_path / "g", GOLD))
+    keys = list(g["variants"])
+    assert any(k.endswith("TestScale::test_three#pytest") for k in keys) and any(k.startswith("replay::m:scale#") for k in keys)
+    out = st.strengthen(g, g, "")
+    assert out["testPatch"], out
+    assert all(t.split("::")[1].isidentifier() for t in out["tests"]), out["tests"]
+    assert pytest_ok(make(tmp_path / "gold", GOLD, out["testPatch"]))
+    # scale(3) is still 6; scale(4) is not 8
+    assert not pytest_ok(make(tmp_path / "wrong", GOLD.replace("return x * k", "return x * k if x == 3 else x"), out["testPatch"]))

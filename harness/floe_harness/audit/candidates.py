@@ -23,7 +23,7 @@ import copy
 import difflib
 import itertools
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 # sibling methods and functions: a fix that called the neighbour by mistake
 METHOD_FAMILIES: list[tuple[str, ...]] = [
@@ -56,7 +56,7 @@ MAX_SUBSETS = 30
 
 @dataclass
 class Candidate:
-    kind: str  # hunk_subset | symbol_only | mutation
+    kind: str  # hunk_subset | symbol_only | mutation | agent_mistakes.py's kinds
     description: str
     path: str
     text: str
@@ -437,15 +437,18 @@ def seeds(files: dict[str, dict[str, str]], limit: int = 20) -> list[Any]:
     return out[:limit]
 
 
-def candidates(files: dict[str, dict[str, str]], limit: int = 200) -> list[dict[str, Any]]:
+def candidates(files: dict[str, dict[str, str]], limit: int = 200, more: Callable[[str, str, str], list[Candidate]] | None = None) -> list[dict[str, Any]]:
     """Every candidate for a gold patch: ``files`` maps each Python file it changes to
     ``{"base": text (None: a file the gold patch creates), "gold": text}`` (other files stay as the gold patch leaves them). Each
-    candidate's diff is against the base and includes the gold patch's other files unchanged."""
+    candidate's diff is against the base and includes the gold patch's other files unchanged.
+    ``more``: more candidates of a file (path, base, gold), before the mechanical mutations
+    (the serve command passes agent_mistakes.py's, which build on this module)."""
     per_file: list[Candidate] = []
     for path, t in files.items():
         base, gold = t.get("base") or "", t["gold"]
         per_file += hunk_subsets(path, base, gold)
         per_file += symbol_only(path, base, gold)
+        per_file += more(path, base, gold) if more else []
         if path.endswith(".py"):
             per_file += mutations(path, gold, changed_gold_lines(base, gold), changed_gold_spans(base, gold))
     out: list[dict[str, Any]] = []

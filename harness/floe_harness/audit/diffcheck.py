@@ -14,18 +14,34 @@ a variant shows what the code *does* on nearby inputs rather than whether a test
 Output: one JSON object on stdout, ``{"variants": {id: [event, …]}, "importError": str|null}``.
 Two trees behave differently when some variant's events differ (compared by the caller,
 which also drops variants where two gold runs disagree). Reprs have memory addresses removed.
+
+Then the task's tests run the way the grader runs them, by pytest in this process (with floe's
+report plugin when it is next to this script), whatever their style: functions, unittest
+``TestCase`` methods, parametrized tests, fixtures. Each test's calls into the changed code are
+the variant ``<node id>#pytest``. Every such call is kept (a deep copy of its arguments, and of
+the object for a method) and replayed on nearby inputs: each argument in turn replaced by a
+perturbation of it or by a value of its type the tests themselves use (parametrize tables,
+fixture values, the test modules' and classes' constants, the other calls' arguments, the
+seeds); each replay is the variant ``replay::<name>#<hash of its inputs>``.
+
+Calls are logged by the names the tests import: a file under ``src/`` (or any directory that is
+not a package) is imported by its package's name, with that directory put on ``sys.path``, and
+every module that re-exports a changed function (``from .core import parse`` in
+``__init__.py``) gets the wrapper too.
 """
 from __future__ import annotations
 
 import argparse
 import ast
 import copy
+import hashlib
 import importlib
 import json
 import os
 import re
 import signal
 import sys
+import time
 import types
 
 ADDR = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -66,18 +82,38 @@ def _state(obj) -> str:
         return _repr(obj)
 
 
+_calls: list = []  # the pytest phase's calls from test code, kept for replay: (name, fn, method, args, kwargs)
+_keep = [False]  # keep calls (the pytest phase only)
+_kept_of: dict = {}  # calls kept per function: a few of each, not the first thousands of one
+MAX_KEPT_PER_FUNCTION = 20
+
+
 def _wrap(fn, name: str, method: bool):
     def wrapper(*args, **kwargs):
         top = _depth[0] == 0
+        kept = None
+        if top and _keep[0] and _kept_of.get(name, 0) < MAX_KEPT_PER_FUNCTION:
+            try:  # the inputs as they were before the call (it may change them)
+                kept = (name, fn, method, copy.deepcopy(args), copy.deepcopy(kwargs))
+            except Exception:  # an input that cannot be copied (a lock, a file): not replayed
+                pass
         _depth[0] += 1
         try:
             result = fn(*args, **kwargs)
+        except _Timeout:  # a call that hangs is not replayed
+            raise
         except BaseException as err:
             if top:
                 _log.append([name, _repr(args[1:] if method else args), _repr(kwargs), "raise", type(err).__name__, _state(args[0]) if method and args else None])
+                if kept:
+                    _calls.append(kept)
+                    _kept_of[name] = _kept_of.get(name, 0) + 1
             raise
         finally:
             _depth[0] -= 1
+        if kept:
+            _calls.append(kept)
+            _kept_of[name] = _kept_of.get(name, 0) + 1
         if top:
             _log.append([name, _repr(args[1:] if method else args), _repr(kwargs), "return", _repr(result), _state(args[0]) if method and args else None])
         return result
@@ -97,12 +133,52 @@ def _module_name(path: str) -> str:
     return ".".join(parts)
 
 
-def instrument(targets: list) -> None:
+def _import_name(repo: str, path: str):
+    """(the module name the tests import ``path`` by, the directory to put on sys.path for it).
+    A file in a package is named from the package's top (``src/pkg/mod.py`` is ``pkg.mod``,
+    with ``src`` on the path); a file outside any package from the repository's root."""
+    parts = _module_name(path).split(".")
+    d = os.path.dirname(path)
+    top = d
+    while top and os.path.isfile(os.path.join(repo, top, "__init__.py")):
+        top = os.path.dirname(top)
+    if top == d:  # not in a package: a top-level module, or a namespace package from the root
+        return ".".join(parts), ""
+    depth = len([x for x in top.split("/") if x]) if top else 0
+    return ".".join(parts[depth:]), top
+
+
+_wrapped: dict = {}  # id(original function) -> its wrapper
+
+
+def _reexports() -> None:
+    """Give every loaded module that holds a changed function under any name the wrapper: a
+    package's ``__init__`` that re-exports it was executed before the wrapping."""
+    for mod in list(sys.modules.values()):
+        try:
+            items = list(vars(mod).items())
+        except TypeError:
+            continue
+        for attr, obj in items:
+            w = _wrapped.get(id(obj)) if isinstance(obj, types.FunctionType) else None
+            if w is not None and w is not obj:
+                try:
+                    setattr(mod, attr, w)
+                except (AttributeError, TypeError):
+                    pass
+
+
+def instrument(targets: list, repo: str = ".") -> None:
     for path in targets:
-        mod = importlib.import_module(_module_name(path))
+        modname, root = _import_name(repo, path)
+        if root and os.path.join(repo, root) not in sys.path:
+            sys.path.insert(0, os.path.join(repo, root))
+        mod = importlib.import_module(modname)
         for name, obj in list(vars(mod).items()):
             if isinstance(obj, types.FunctionType) and obj.__module__ == mod.__name__:
-                setattr(mod, name, _wrap(obj, "%s:%s" % (mod.__name__, name), False))
+                w = _wrap(obj, "%s:%s" % (mod.__name__, name), False)
+                _wrapped[id(obj)] = w
+                setattr(mod, name, w)
             elif isinstance(obj, type) and obj.__module__ == mod.__name__:
                 for attr, member in list(vars(obj).items()):
                     if attr.startswith("__") and attr not in ("__init__", "__call__", "__eq__", "__lt__", "__str__", "__len__", "__contains__", "__getitem__"):
@@ -114,6 +190,7 @@ def instrument(targets: list) -> None:
                         setattr(obj, attr, classmethod(_wrap(member.__func__, qual, False)))
                     elif isinstance(member, types.FunctionType):
                         setattr(obj, attr, _wrap(member, qual, True))
+    _reexports()
 
 
 SEEDS: list = []
@@ -216,12 +293,12 @@ def _alarm(_sig, _frame):
     raise _Timeout()
 
 
-def run(repo: str, targets: list, tests: list, max_variants: int) -> dict:
+def run(repo: str, targets: list, tests: list, max_variants: int, max_replays: int = 1000) -> dict:
     repo = os.path.abspath(repo)
     os.chdir(repo)
     sys.path.insert(0, repo)
     try:
-        instrument(targets)
+        instrument(targets, repo)
     except BaseException as err:
         return {"variants": {}, "importError": "%s: %s" % (type(err).__name__, _repr(str(err)))}
     variants: dict = {}
@@ -264,7 +341,216 @@ def run(repo: str, targets: list, tests: list, max_variants: int) -> dict:
                     signal.alarm(0)
                     _depth[0] = 0
                 variants[key] = list(_log)
+    # a test whose unperturbed run hung is not run again (its timeout is already logged)
+    hung = [k.rsplit("#", 1)[0] for k, ev in variants.items() if k.endswith("#0") and ["timeout"] in ev]
+    variants.update(run_pytest(tests, max_replays, hung))
     return {"variants": variants, "importError": None}
+
+
+ITEM_SECONDS = 20
+REPLAY_SECONDS = 0.5
+# all replays together: a real test suite keeps thousands of calls, and the audit's trace has a
+# time limit; replays go round the kept calls so a cut still covers every function
+REPLAY_BUDGET_SECONDS = 60.0
+_POOL_TYPES = (str, int, float)
+
+
+def _pool_values(value, out: list, depth: int = 0) -> None:
+    """The plain values in a test input (a str, int or float; inside lists, tuples and dicts)."""
+    if isinstance(value, bool) or value is None or depth > 3:
+        return
+    if isinstance(value, _POOL_TYPES):
+        out.append(value)
+    elif isinstance(value, (list, tuple)):
+        if value and all(isinstance(v, _POOL_TYPES) and not isinstance(v, bool) for v in value):
+            out.append(value)
+        for v in list(value)[:50]:
+            _pool_values(v, out, depth + 1)
+    elif isinstance(value, dict):
+        for v in list(value.values())[:50]:
+            _pool_values(v, out, depth + 1)
+
+
+class _Phase:
+    """The pytest plugin of the check: each test's calls into the changed code, and the values
+    its inputs come from (parametrize table, fixtures, its module's and class's constants)."""
+
+    def __init__(self) -> None:
+        self.variants: dict = {}
+        self.pool: list = []
+        self.modules: set = set()
+
+    def _constants(self, holder) -> None:
+        if holder is None or id(holder) in self.modules:
+            return
+        self.modules.add(id(holder))
+        for name, v in sorted(vars(holder).items()):
+            if not name.startswith("_"):
+                _pool_values(v, self.pool)
+
+    def pytest_runtest_call(self, item) -> None:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None:
+            for v in callspec.params.values():
+                _pool_values(v, self.pool)
+        for v in (getattr(item, "funcargs", None) or {}).values():
+            _pool_values(v, self.pool)
+        self._constants(getattr(item, "module", None))
+        self._constants(getattr(item, "cls", None))
+
+    def pytest_runtest_protocol(self, item, nextitem):  # a hook wrapper: marked in run_pytest
+        del _log[:]
+        _keep[0] = True
+        signal.alarm(ITEM_SECONDS)
+        try:
+            yield
+        finally:
+            signal.alarm(0)
+            _keep[0] = False
+            _depth[0] = 0
+            self.variants["%s#pytest" % item.nodeid] = list(_log)
+
+
+def _alternatives(value, pool: list) -> list:
+    """Nearby inputs for one argument: its perturbations, then the tests' values of its type."""
+    out = list(perturbations(value)) if isinstance(value, _POOL_TYPES) else []
+    if isinstance(value, (list, tuple)) and len(value) >= 2:
+        out += [type(value)(reversed(value)), type(value)(value[1:]), type(value)(list(value) + list(value[:1]))]
+    out += [v for v in pool if type(v) is type(value)]
+    seen: set = {(type(value).__name__, _repr(value))}
+    kept: list = []
+    for v in out:
+        key = (type(v).__name__, _repr(v))
+        if key not in seen:
+            seen.add(key)
+            kept.append(v)
+    return kept
+
+
+POOL_PER_TYPE = 40
+MATERIALISE = 50
+
+
+def _outcome_repr(result) -> str:
+    """A replay's result; an iterator's first items are its behaviour (a lazy result's repr
+    says nothing), so they are taken (the replay's result goes nowhere else)."""
+    if hasattr(result, "__next__") and hasattr(result, "__iter__") and not isinstance(result, (str, bytes, list, tuple, dict)):
+        import itertools
+        items = list(itertools.islice(result, MATERIALISE + 1))
+        return "<iterator> " + _repr(items[:MATERIALISE]) + (" …" if len(items) > MATERIALISE else "")
+    return _repr(result)
+
+
+def replay(calls: list, pool: list, max_replays: int, budget: float = REPLAY_BUDGET_SECONDS) -> dict:
+    """Each kept call again with one argument replaced by each of its alternatives, round the
+    distinct calls (one replay of each in turn) until ``max_replays`` or the time budget. A
+    replay that times out is left out (how long a call takes is no behaviour), so a variant
+    one tree has and another lacks is never evidence (core/dataAudit.ts skips it)."""
+    variants: dict = {}
+    distinct: dict = {}
+    for c in calls:
+        name, _fn, method, args, kwargs = c
+        distinct.setdefault((name, _repr(args), _repr(kwargs), _state(args[0]) if method and args else None), c)
+
+    def inputs(c):
+        _n, _fn, method, args, kwargs = c
+        for slot in [("a", i) for i in range(1 if method else 0, len(args))] + [("k", k) for k in sorted(kwargs)]:
+            for alt in _alternatives(args[slot[1]] if slot[0] == "a" else kwargs[slot[1]], pool):
+                yield slot, alt
+
+    # the first call of each function, then the second of each, …: a cut still covers them all
+    nth: dict = {}
+    order = []
+    for key, c in distinct.items():
+        nth[key[0]] = nth.get(key[0], -1) + 1
+        order.append((nth[key[0]], len(order), key, c))
+    queues = [(key, c, inputs(c)) for _n, _i, key, c in sorted(order, key=lambda x: (x[0], x[1]))]
+    deadline = time.monotonic() + budget
+    while queues and len(variants) < max_replays and time.monotonic() < deadline:
+        left = []
+        for (name, _a, _k, before), (_n, fn, method, args, kwargs), gen in queues:
+            if len(variants) >= max_replays or time.monotonic() >= deadline:
+                break
+            nxt = next(gen, None)
+            if nxt is None:
+                continue
+            left.append(((name, _a, _k, before), (_n, fn, method, args, kwargs), gen))
+            slot, alt = nxt
+            try:
+                a, k = copy.deepcopy(args), copy.deepcopy(kwargs)
+            except Exception:
+                continue
+            if slot[0] == "a":
+                a = a[:slot[1]] + (alt,) + a[slot[1] + 1:]
+            else:
+                k[slot[1]] = alt
+            shown = _repr(a[1:] if method else a)
+            key = "replay::%s#%s" % (name, hashlib.sha1(("%s|%s|%s" % (shown, _repr(k), before)).encode("utf-8", "replace")).hexdigest()[:16])
+            _depth[0] = 1  # calls the replayed code makes are not calls from test code
+            try:
+                signal.setitimer(signal.ITIMER_REAL, REPLAY_SECONDS)
+                result = _outcome_repr(fn(*a, **k))
+                event = [name, shown, _repr(k), "return", result, _state(a[0]) if method and a else None]
+            except _Timeout:
+                event = None
+            except BaseException as err:
+                event = [name, shown, _repr(k), "raise", type(err).__name__, _state(a[0]) if method and a else None]
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                _depth[0] = 0
+            if event is not None:
+                variants[key] = [event]
+        queues = left
+    return variants
+
+
+def run_pytest(tests: list, max_replays: int, deselect: list = ()) -> dict:
+    """The tests run by pytest as the grader runs them; then the replays of their calls."""
+    try:
+        import pytest  # the task's own, as the grader uses it
+    except ImportError:
+        return {}
+    if not hasattr(_Phase.pytest_runtest_protocol, "pytest_impl"):  # pytest is imported here, not at the top
+        pytest.hookimpl(hookwrapper=True)(_Phase.pytest_runtest_protocol)
+    phase = _Phase()
+    args = ["-q", "-p", "no:cacheprovider", "--maxfail=2147483647", *tests]
+    for nodeid in deselect:
+        args += ["--deselect", nodeid]
+    try:
+        import floe_pytest_report  # noqa: F401 - next to this script where the grader stages it
+        args[:0] = ["-p", "floe_pytest_report"]
+    except ImportError:
+        pass
+    try:  # tests spread over xdist workers would run where nothing is wrapped: one process
+        import xdist  # noqa: F401
+        args += ["-n", "0"]
+    except ImportError:
+        pass
+    del _calls[:]
+    _kept_of.clear()
+    try:
+        pytest.main(args, plugins=[phase])
+    except BaseException as err:  # pytest itself failed: what ran so far is still evidence
+        phase.variants["pytest::<session>"] = [["error", type(err).__name__]]
+    # the tests' values, at most POOL_PER_TYPE of each type, spread over their sorted order (the
+    # same for every tree: they come from the tests, not from the code under test)
+    by_type: dict = {}
+    for v in phase.pool + [x for c in _calls for x in _flat(c[3], c[4])] + list(SEEDS):
+        by_type.setdefault(type(v).__name__, {}).setdefault(_repr(v), v)
+    pool: list = []
+    for name in sorted(by_type):
+        values = [by_type[name][r] for r in sorted(by_type[name])]
+        step = max(1, len(values) // POOL_PER_TYPE)
+        pool += values[::step][:POOL_PER_TYPE]
+    phase.variants.update(replay(_calls, pool, max_replays))
+    return phase.variants
+
+
+def _flat(args, kwargs) -> list:
+    out: list = []
+    for v in list(args) + list(kwargs.values()):
+        _pool_values(v, out)
+    return out
 
 
 def main(argv=None) -> int:
@@ -273,12 +559,17 @@ def main(argv=None) -> int:
     ap.add_argument("--targets", required=True)
     ap.add_argument("--tests", required=True)
     ap.add_argument("--max-variants", type=int, default=400)
+    ap.add_argument("--max-replays", type=int, default=1000)
     ap.add_argument("--seeds", default="[]", help="JSON list of constants to try as inputs")
     a = ap.parse_args(argv)
     SEEDS[:] = [v for v in json.loads(a.seeds) if isinstance(v, (str, int, float))]
-    answer = sys.stdout
-    sys.stdout = sys.stderr  # what the code under test prints must not mix with the answer
-    out = run(a.repo, [t for t in a.targets.split(",") if t], [t for t in a.tests.split(",") if t], a.max_variants)
+    # what the code under test (or pytest, or a process it starts) prints must not mix with the
+    # answer: file descriptor 1 is stderr while they run, the answer goes to a copy of the old one
+    sys.stdout.flush()
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    out = run(a.repo, [t for t in a.targets.split(",") if t], [t for t in a.tests.split(",") if t], a.max_variants, a.max_replays)
     answer.write(json.dumps(out) + "\n")
     answer.flush()
     os._exit(0)  # threads or atexit hooks the code under test left must not hold the answer

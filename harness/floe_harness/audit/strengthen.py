@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import re
 from typing import Any
 
 from floe_harness.audit import diffcheck
@@ -115,7 +116,8 @@ def strengthen(gold1: dict[str, Any], gold2: dict[str, Any], test_patch: str, ma
         if body in seen:
             continue
         seen.add(body)
-        test = key.split("::", 1)[1].split("#", 1)[0]
+        # a Python name from the variant's test (`TestA::test_b[1-2]`, `m:half` of a replay)
+        test = re.sub(r"\W+", "_", key.split("::", 1)[1].rsplit("#", 1)[0]).strip("_") or "call"
         per_test.setdefault(test, []).append(lines)
         n += sum(1 for ln in lines if ln.startswith("assert"))
         if n >= max_checks:

@@ -1,0 +1,245 @@
+"""Wrong patches of the kinds coding agents write on real code, for the data audit (issue 43):
+each is built from the gold patch alone, and, like candidates.py's families, it is wrong only
+if running it shows a difference (``diffcheck.py``).
+
+- ``format_spec``: a format spec the gold patch wrote in an f-string, changed (``:02d`` left
+  out, its width ±1, its zero fill or precision dropped);
+- ``call_site``: the gold patch makes the same edit on several lines (a call fixed at each of
+  its sites): the fix at one site only, or at every site but one;
+- ``branch_drop``: a partial fix, an ``if``/``elif``/``else`` the gold patch wrote with one
+  branch left out (or the whole ``if`` dropped);
+- ``off_by_one``: an arithmetic result or ``len()`` the gold patch wrote, ±1, and a division
+  it wrote rounded or truncated.
+
+Left out, measured: the changed function behaving as the gold patch only when every plain
+argument is a value the issue's text names (the issue's example special-cased). On the toy
+suite it found 2 more loose tasks and flagged 12 of the 44 sound ones, whose hidden tests check
+exactly the issue's example (docs/results.md, Data audit).
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import difflib
+import re
+from typing import Iterator
+
+from floe_harness.audit.candidates import Candidate, _blocks, _lines, changed_gold_lines
+
+SPEC = re.compile(r"^(?P<align>.?[<>=^])?(?P<sign>[+\- ])?(?P<alt>#)?(?P<zero>0)?(?P<width>\d+)?(?P<group>[,_])?(?:\.(?P<prec>\d+))?(?P<type>[bcdeEfFgGnosxX%])?$")
+MAX_PER_KIND = 30
+
+
+def _replace_lines(text: str, start: int, end: int, new: list[str]) -> str:
+    """``text`` with its lines start..end (1-based, inclusive) replaced by ``new``."""
+    lines = _lines(text, True)
+    tail = "" if lines and lines[end - 1].endswith("\n") else None
+    body = [ln if ln.endswith("\n") else ln + "\n" for ln in new]
+    if tail is None and body:
+        body[-1] = body[-1].rstrip("\n")
+    return "".join(lines[:start - 1] + body + lines[end:])
+
+
+def _stmt_text(node: ast.stmt, indent: str) -> list[str]:
+    return [indent + ln for ln in ast.unparse(node).split("\n")]
+
+
+def _indent_of(text: str, lineno: int) -> str:
+    line = _lines(text)[lineno - 1]
+    return line[:len(line) - len(line.lstrip())]
+
+
+# ---------- format specs ----------
+
+def _spec_variants(spec: str) -> Iterator[tuple[str, str]]:
+    m = SPEC.match(spec)
+    yield "no format spec", ""
+    if not m:
+        return
+    g = m.groupdict()
+
+    def build(**over: str | None) -> str:
+        d = {**g, **over}
+        return "".join(x for x in (d["align"], d["sign"], d["alt"], d["zero"], d["width"], d["group"], "." + d["prec"] if d["prec"] else None, d["type"]) if x)
+    if g["width"]:
+        w = int(g["width"])
+        for other in (w - 1, w + 1):
+            if other > 0:
+                yield f"width {other}", build(width=str(other))
+        yield "no width", build(width=None, zero=None)
+    if g["zero"]:
+        yield "no zero fill", build(zero=None)
+    if g["prec"]:
+        p = int(g["prec"])
+        for other in (p - 1, p + 1):
+            if other >= 0:
+                yield f"precision {other}", build(prec=str(other))
+        yield "no precision", build(prec=None)
+
+
+def format_specs(path: str, base: str, gold: str) -> list[Candidate]:
+    try:
+        tree = ast.parse(gold)
+    except SyntaxError:
+        return []
+    lines = changed_gold_lines(base, gold)
+    out: list[Candidate] = []
+    for stmt in ast.walk(tree):
+        if not isinstance(stmt, ast.stmt) or isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.While, ast.With, ast.Try)):
+            continue
+        if not set(range(stmt.lineno, stmt.end_lineno + 1)) <= lines:  # type: ignore[operator]
+            continue
+        fvs = [n for n in ast.walk(stmt) if isinstance(n, ast.FormattedValue) and isinstance(n.format_spec, ast.JoinedStr)
+               and len(n.format_spec.values) == 1 and isinstance(n.format_spec.values[0], ast.Constant)]
+        for i, fv in enumerate(fvs):
+            spec = fv.format_spec.values[0].value  # type: ignore[union-attr]
+            for what, new_spec in _spec_variants(spec):
+                new = copy.deepcopy(stmt)
+                target = [n for n in ast.walk(new) if isinstance(n, ast.FormattedValue) and isinstance(n.format_spec, ast.JoinedStr)
+                          and len(n.format_spec.values) == 1 and isinstance(n.format_spec.values[0], ast.Constant)][i]
+                target.format_spec = ast.JoinedStr([ast.Constant(new_spec)]) if new_spec else None
+                text = _replace_lines(gold, stmt.lineno, stmt.end_lineno, _stmt_text(new, _indent_of(gold, stmt.lineno)))  # type: ignore[arg-type]
+                out.append(Candidate("format_spec", f"{path}:{stmt.lineno}: format spec `:{spec}` → {what} (`{ast.unparse(new)}`)", path, text))
+    return out[:MAX_PER_KIND]
+
+
+# ---------- the same edit at several sites ----------
+
+def _edit(a: str, b: str) -> tuple[tuple[str, str], ...]:
+    ops = difflib.SequenceMatcher(a=a.strip(), b=b.strip(), autojunk=False).get_opcodes()
+    return tuple((a.strip()[i1:i2], b.strip()[j1:j2]) for tag, i1, i2, j1, j2 in ops if tag != "equal")
+
+
+def call_sites(path: str, base: str, gold: str) -> list[Candidate]:
+    b, g = _lines(base, True), _lines(gold, True)
+    pairs: list[tuple[int, int]] = []  # (base line index, gold line index) of one-for-one replaced lines
+    for tag, i1, i2, j1, j2 in _blocks(b, g):
+        if tag == "replace" and i2 - i1 == j2 - j1:
+            pairs += list(zip(range(i1, i2), range(j1, j2)))
+    groups: dict[tuple, list[tuple[int, int]]] = {}
+    for i, j in pairs:
+        e = _edit(b[i], g[j])
+        if e:
+            groups.setdefault(e, []).append((i, j))
+    out: list[Candidate] = []
+    for edit, sites in groups.items():
+        if len(sites) < 2:
+            continue
+        shown = "; ".join(f"`{x}` → `{y}`" for x, y in edit)[:120]
+        for keep_only in (True, False):
+            for i, j in sites:
+                text = list(g)
+                for i2, j2 in sites:
+                    if (i2 == i) != keep_only:  # keep_only: every other site back to base; else this one
+                        text[j2] = b[i2]
+                what = f"the edit ({shown}) at line {j + 1} only" if keep_only else f"the edit ({shown}) everywhere but line {j + 1}"
+                out.append(Candidate("call_site", f"{path}: {what}, of its {len(sites)} sites", path, "".join(text)))
+    return out[:MAX_PER_KIND]
+
+
+# ---------- one branch of the gold change left out ----------
+
+def branch_drops(path: str, base: str, gold: str) -> list[Candidate]:
+    try:
+        tree = ast.parse(gold)
+    except SyntaxError:
+        return []
+    lines = changed_gold_lines(base, gold)
+    parents = {c: p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    out: list[Candidate] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.If) or not set(range(node.lineno, node.end_lineno + 1)) & lines:  # type: ignore[operator]
+            continue
+        parent = parents.get(node)
+        if isinstance(parent, ast.If) and parent.orelse == [node]:
+            continue  # an elif: handled as its parent's branch
+        indent = _indent_of(gold, node.lineno)
+        variants: list[tuple[str, list[ast.stmt]]] = []
+        if set(range(node.lineno, node.end_lineno + 1)) <= lines:  # type: ignore[operator]
+            alone = any(getattr(parent, f, None) == [node] for f in ("body", "orelse", "finalbody"))
+            variants.append(("the new `if` left out", [ast.Pass()] if alone else []))
+        chain = [node]
+        while len(chain[-1].orelse) == 1 and isinstance(chain[-1].orelse[0], ast.If):
+            chain.append(chain[-1].orelse[0])
+        for k, branch in enumerate(chain):
+            new = copy.deepcopy(node)
+            links = [new]
+            while len(links[-1].orelse) == 1 and isinstance(links[-1].orelse[0], ast.If):
+                links.append(links[-1].orelse[0])
+            if k == 0:
+                if not new.orelse:
+                    continue  # an `if` alone: left out above
+                variants.append((f"its first branch (`if {ast.unparse(branch.test)}`) left out", new.orelse))
+            else:
+                links[k - 1].orelse = links[k].orelse
+                variants.append((f"its branch `elif {ast.unparse(branch.test)}` left out", [new]))
+        if chain[-1].orelse and not (len(chain[-1].orelse) == 1 and isinstance(chain[-1].orelse[0], ast.If)):
+            new = copy.deepcopy(node)
+            last = new
+            while len(last.orelse) == 1 and isinstance(last.orelse[0], ast.If):
+                last = last.orelse[0]
+            last.orelse = []
+            variants.append(("its `else` left out", [new]))
+        for what, stmts in variants:
+            text_lines = [ln for s in stmts for ln in _stmt_text(s, indent)]
+            text = _replace_lines(gold, node.lineno, node.end_lineno, text_lines)  # type: ignore[arg-type]
+            try:
+                ast.parse(text)
+            except SyntaxError:
+                continue
+            out.append(Candidate("branch_drop", f"{path}:{node.lineno}: the gold `if` with {what}", path, text))
+    return out[:MAX_PER_KIND]
+
+
+# ---------- off by one, rounding ----------
+
+def off_by_ones(path: str, base: str, gold: str) -> list[Candidate]:
+    try:
+        tree = ast.parse(gold)
+    except SyntaxError:
+        return []
+    lines = changed_gold_lines(base, gold)
+    out: list[Candidate] = []
+    for stmt in ast.walk(tree):
+        if not isinstance(stmt, (ast.Return, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)) or stmt.value is None:
+            continue
+        if not set(range(stmt.lineno, stmt.end_lineno + 1)) <= lines:  # type: ignore[operator]
+            continue
+        targets = [n for n in ast.walk(stmt.value) if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod))
+                   or isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len"]
+        for i, t in enumerate(targets):
+            forms = [("+ 1", lambda e: ast.BinOp(e, ast.Add(), ast.Constant(1))), ("- 1", lambda e: ast.BinOp(e, ast.Sub(), ast.Constant(1)))]
+            if isinstance(t, ast.BinOp) and isinstance(t.op, ast.Div):
+                forms += [("rounded", lambda e: ast.Call(ast.Name("round", ast.Load()), [e], [])), ("truncated", lambda e: ast.Call(ast.Name("int", ast.Load()), [e], [])),
+                          ("floor-divided", lambda e: ast.BinOp(e.left, ast.FloorDiv(), e.right))]
+            for what, form in forms:
+                new = copy.deepcopy(stmt)
+                spot = [n for n in ast.walk(new.value) if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod))  # type: ignore[arg-type]
+                        or isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "len"][i]
+                replaced = form(copy.deepcopy(spot))
+                holder = _replace_child(new, spot, replaced)
+                if not holder:
+                    continue
+                text = _replace_lines(gold, stmt.lineno, stmt.end_lineno, _stmt_text(ast.fix_missing_locations(new), _indent_of(gold, stmt.lineno)))  # type: ignore[arg-type]
+                out.append(Candidate("off_by_one", f"{path}:{stmt.lineno}: `{ast.unparse(t)}` {what} (`{ast.unparse(replaced)}`)", path, text))
+    return out[:MAX_PER_KIND]
+
+
+def _replace_child(root: ast.AST, old: ast.AST, new: ast.AST) -> bool:
+    for node in ast.walk(root):
+        for field, value in ast.iter_fields(node):
+            if value is old:
+                setattr(node, field, new)
+                return True
+            if isinstance(value, list) and any(v is old for v in value):
+                setattr(node, field, [new if v is old else v for v in value])
+                return True
+    return False
+
+
+def agent_mistakes(path: str, base: str, gold: str) -> list[Candidate]:
+    """Every family above for one file the gold patch changes."""
+    if not path.endswith(".py"):
+        return []
+    return [*format_specs(path, base, gold), *call_sites(path, base, gold), *branch_drops(path, base, gold),
+            *off_by_ones(path, base, gold)]

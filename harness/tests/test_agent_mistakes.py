@@ -1,0 +1,110 @@
+"""floe_harness.audit.agent_mistakes: wrong patches of the kinds agents write (format specs,
+the same edit at one of several sites, one branch of the gold change, off by one and rounding). Each family is run: the candidate's code is executed and
+behaves as its description says; a gold patch without the shape gets none of that family."""
+from __future__ import annotations
+
+import ast
+import textwrap
+from typing import Any
+
+from floe_harness.audit import agent_mistakes as am
+from floe_harness.audit import candidates as ac
+
+
+def src(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def load(text: str) -> dict[str, Any]:
+    ns: dict[str, Any] = {}
+    exec(compile(text, "<candidate>", "exec"), ns)  # noqa: S102 - the candidate is the code under test
+    return ns
+
+
+def kinds(cands: list, kind: str) -> list:
+    return [c for c in cands if c.kind == kind]
+
+
+def test_format_spec_variants() -> None:
+    base = 'def order_id(n):\n    return f"ORD-{n:05d}"\n'
+    gold = 'def order_id(n):\n    return f"ORD-{n:06d}"\n'
+    got = {load(c.text)["order_id"](42) for c in kinds(am.agent_mistakes("ids.py", base, gold), "format_spec")}
+    assert {"ORD-42", "ORD-00042", "ORD-0000042", "ORD-    42"} <= got
+    assert "ORD-000042" not in got  # the gold behaviour is no candidate
+    # negative control: a gold change outside any format spec gives none of this family
+    assert not kinds(am.agent_mistakes("ids.py", 'def f(n):\n    return f"{n}"\n', 'def f(n):\n    return f"{n + 1}"\n'), "format_spec")
+
+
+def test_precision_variants() -> None:
+    gold = 'def money(x):\n    return f"{x:.2f}"\n'
+    got = {load(c.text)["money"](1.005) for c in am.format_specs("m.py", 'def money(x):\n    return str(x)\n', gold)}
+    assert got == {"1.005", "1.0", "1.005000"}  # no spec, precision 1 and 3, no precision (gold: "1.00")
+
+
+def test_call_site_one_of_several() -> None:
+    base = src("""
+        def render(a, b, c):
+            x = fmt(a)
+            y = fmt(b)
+            z = fmt(c)
+            return x + y + z
+
+
+        def fmt(v, strict=False):
+            return str(v) if strict else repr(v)
+    """)
+    gold = base.replace("fmt(a)", "fmt(a, strict=True)").replace("fmt(b)", "fmt(b, strict=True)").replace("fmt(c)", "fmt(c, strict=True)")
+    cands = am.call_sites("r.py", base, gold)
+    assert len(cands) == 6  # each of 3 sites alone, and every site but each one
+    outs = sorted(load(c.text)["render"]("a", "b", "c") for c in cands)
+    assert outs == sorted(["a'b''c'", "'a'b'c'", "'a''b'c", "'a'bc", "a'b'c", "ab'c'"])
+    # negative control: one site changed, or different edits, give none
+    assert not am.call_sites("r.py", base, base.replace("fmt(a)", "fmt(a, strict=True)"))
+    assert not am.call_sites("r.py", base, base.replace("fmt(a)", "fmt(a, strict=True)").replace("fmt(b)", "fmt(b, 1)"))
+
+
+def test_branch_drop_partial_fixes() -> None:
+    base = src("""
+        def sign(x):
+            return 1
+    """)
+    gold = src("""
+        def sign(x):
+            if x > 0:
+                return 1
+            elif x < 0:
+                return -1
+            else:
+                return 0
+    """)
+    cands = am.branch_drops("s.py", base, gold)
+    table = {c.description.split("with ", 1)[1]: tuple(load(c.text)["sign"](v) for v in (5, -5, 0)) for c in cands}
+    assert table["its branch `elif x < 0` left out"] == (1, 0, 0)
+    assert table["its `else` left out"] == (1, -1, None)
+    assert table["its first branch (`if x > 0`) left out"] == (0, -1, 0)
+    assert table["the new `if` left out"] == (None, None, None)
+    # negative control: a gold patch that writes no `if` gives none
+    assert not am.branch_drops("s.py", base, "def sign(x):\n    return (x > 0) - (x < 0)\n")
+
+
+def test_off_by_one_and_rounding() -> None:
+    base = "def per_page(n, k):\n    return n\n"
+    gold = "def per_page(n, k):\n    return n / k\n"
+    got = {c.description.split("`")[3]: load(c.text)["per_page"](7, 2) for c in am.off_by_ones("p.py", base, gold)}
+    assert got == {"n / k + 1": 4.5, "n / k - 1": 2.5, "round(n / k)": 4, "int(n / k)": 3, "n // k": 3}
+    assert not am.off_by_ones("p.py", base, "def per_page(n, k):\n    return max(n, k)\n")
+
+
+def test_every_family_goes_through_candidates_as_a_diff() -> None:
+    """Through candidates.candidates(more=...): every diff is unique and leaves valid Python."""
+    base = 'def order_id(n):\n    return f"ORD-{n:05d}"\n'
+    gold = 'def order_id(n):\n    return f"ORD-{n:06d}"\n'
+    files = {"ids.py": {"base": base, "gold": gold}}
+    out = ac.candidates(files, more=am.agent_mistakes)
+    got = {c["kind"] for c in out}
+    assert "format_spec" in got
+    assert len({c["diff"] for c in out}) == len(out)
+    for c in out:
+        assert c["diff"].startswith("diff --git a/ids.py b/ids.py\n")
+        new = "".join(ln[1:] + "\n" for ln in c["diff"].splitlines() if ln.startswith(("+", " ")) and not ln.startswith("+++"))
+        ast.parse(new)

@@ -1,0 +1,195 @@
+"""The differential check on the shapes real projects have (issue 43's blind spots): tests written
+as unittest.TestCase methods, parametrized tests, fixtures and module-level constants as inputs,
+a src/ layout, a function re-exported by the package's __init__. Each builds a small repository
+of that shape three times (gold patch, a planted wrong patch that passes the tests, an
+equivalent patch), runs floe_harness/audit/diffcheck.py on each as the audit does, and checks
+that the gold function's calls are observed, that the wrong patch's difference is reported and
+that the equivalent patch's is not (the negative control)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from floe_harness.audit import diffcheck
+
+SCRIPT = Path(diffcheck.__file__).resolve()
+
+
+def build(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip("\n"))
+    return root
+
+
+def trace(repo: Path, targets: str, tests: str) -> dict:
+    r = subprocess.run([sys.executable, str(SCRIPT), str(repo), "--targets", targets, "--tests", tests],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1, r.stdout
+    return json.loads(lines[0])
+
+
+def difference(gold1: dict, gold2: dict, cand: dict) -> tuple[str, list, list | None] | None:
+    """The first variant where the candidate's events differ from gold's, among those two gold
+    runs agree on: the rule of core/dataAudit.ts behaviourDifference, which the audit applies
+    to these traces."""
+    if gold1["importError"] is not None or gold2["importError"] is not None:
+        return None
+    for key, events in gold1["variants"].items():
+        if gold2["variants"].get(key) != events or not events:
+            continue
+        c = cand["variants"].get(key)
+        if cand["importError"] is not None or c != events:
+            return key, events, c
+    return None
+
+
+def audit(tmp_path: Path, base: dict[str, str], gold: dict[str, str], wrong: dict[str, str], same: dict[str, str], targets: str, tests: str, name: str):
+    """Traces of gold (twice), the wrong patch and the equivalent one; checks the gold calls of
+    `name` were observed and returns (difference of wrong, difference of same)."""
+    runs = {}
+    for label, patch in (("gold", gold), ("wrong", wrong), ("same", same)):
+        repo = build(tmp_path / label, {**base, **patch})
+        runs[label] = trace(repo, targets, tests)
+    g2 = trace(tmp_path / "gold", targets, tests)
+    observed = [e for events in runs["gold"]["variants"].values() for e in events if e and e[0] == name]
+    assert observed, f"no call of {name} observed: {sorted(runs['gold']['variants'])}"
+    return difference(runs["gold"], g2, runs["wrong"]), difference(runs["gold"], g2, runs["same"])
+
+
+def test_unittest_testcase_methods_and_a_method(tmp_path: Path) -> None:
+    """Tests as TestCase methods calling a changed method: the old check ran only module-level
+    test functions, so its gold trace was empty here."""
+    base = {"tests/test_ring.py": """
+        import unittest
+        from ring import Ring
+
+        class TestRing(unittest.TestCase):
+            def setUp(self):
+                self.r = Ring(4)
+
+            def test_half(self):
+                self.assertEqual(self.r.half(4), 2)
+    """}
+    gold = {"ring.py": """
+        class Ring:
+            def __init__(self, size):
+                self.size = size
+
+            def half(self, n):
+                return n // 2
+    """}
+    wrong = {"ring.py": gold["ring.py"].replace("return n // 2", "return 2 if n == 4 else n")}
+    same = {"ring.py": gold["ring.py"].replace("return n // 2", "return n >> 1")}
+    bad, ok = audit(tmp_path, base, gold, wrong, same, "ring.py", "tests/test_ring.py", "ring:Ring.half")
+    assert bad is not None and bad[0].startswith("replay::ring:Ring.half#"), bad
+    assert ok is None, ok
+
+
+def test_parametrized_tests(tmp_path: Path) -> None:
+    """A parametrize table special-cased by the wrong patch: its rows pass, a nearby input differs."""
+    base = {"tests/test_m.py": """
+        import pytest
+        import m
+
+        @pytest.mark.parametrize("n, expected", [(4, 2), (10, 5)])
+        def test_half(n, expected):
+            assert m.half(n) == expected
+    """}
+    gold = {"m.py": "def half(n):\n    return n // 2\n"}
+    wrong = {"m.py": "def half(n):\n    return {4: 2, 10: 5}.get(n, n)\n"}
+    same = {"m.py": "def half(n):\n    return n >> 1\n"}
+    bad, ok = audit(tmp_path, base, gold, wrong, same, "m.py", "tests/test_m.py", "m:half")
+    assert bad is not None and bad[0].startswith("replay::m:half#"), bad
+    assert ok is None, ok
+
+
+def test_src_layout_is_logged_by_the_import_name(tmp_path: Path) -> None:
+    """src/pkg/mod.py is imported by the tests as pkg.mod (the old check imported src.pkg.mod, a
+    different module object, and logged nothing)."""
+    base = {
+        "src/pkg/__init__.py": "",
+        "tests/conftest.py": "import os, sys\nsys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'src'))\n",
+        "tests/test_mod.py": "from pkg.mod import pad\n\ndef test_pad():\n    assert pad(7) == '07'\n",
+    }
+    gold = {"src/pkg/mod.py": "def pad(n):\n    return f'{n:02d}'\n"}
+    wrong = {"src/pkg/mod.py": "def pad(n):\n    return '0' + str(n)\n"}
+    same = {"src/pkg/mod.py": "def pad(n):\n    return str(n).zfill(2)\n"}
+    bad, ok = audit(tmp_path, base, gold, wrong, same, "src/pkg/mod.py", "tests/test_mod.py", "pkg.mod:pad")
+    assert bad is not None, bad
+    assert ok is None, ok
+
+
+def test_function_reexported_by_the_package(tmp_path: Path) -> None:
+    """`from .core import parse` in __init__.py, tests calling pkg.parse: the re-export gets the
+    wrapper too."""
+    base = {
+        "pkg/__init__.py": "from .core import parse\n",
+        "tests/test_parse.py": "import pkg\n\ndef test_parse():\n    assert pkg.parse('a,b') == ['a', 'b']\n",
+    }
+    gold = {"pkg/core.py": "def parse(s):\n    return [p.strip() for p in s.split(',')]\n"}
+    wrong = {"pkg/core.py": "def parse(s):\n    return s.split(',')\n"}
+    same = {"pkg/core.py": "def parse(s):\n    return list(map(str.strip, s.split(',')))\n"}
+    bad, ok = audit(tmp_path, base, gold, wrong, same, "pkg/core.py", "tests/test_parse.py", "pkg.core:parse")
+    assert bad is not None, bad
+    assert ok is None, ok
+
+
+def test_module_constant_and_fixture_values_become_inputs(tmp_path: Path) -> None:
+    """The wrong patch differs only at 37, a value no perturbation of the tested input reaches;
+    the tests' module holds it as a constant, and a fixture returns 38: both are tried."""
+    for value, holder in (("37", "SPECIAL = 37\n"), ("38", "@pytest.fixture\ndef other():\n    return 38\n")):
+        uses = "other" if "fixture" in holder else ""
+        base = {"tests/test_m.py": f"import pytest\nimport m\n\n{holder}\n\ndef test_double({uses}):\n    assert m.double(1) == 2\n"}
+        gold = {"m.py": "def double(x):\n    return x * 2\n"}
+        wrong = {"m.py": f"def double(x):\n    return 0 if x == {value} else x * 2\n"}
+        same = {"m.py": "def double(x):\n    return x + x\n"}
+        bad, ok = audit(tmp_path / value, base, gold, wrong, same, "m.py", "tests/test_m.py", "m:double")
+        assert bad is not None and bad[1][0][1] == f"({value},)", (value, bad)
+        assert ok is None, ok
+
+
+def test_without_the_tests_values_the_check_sees_nothing_at_37(tmp_path: Path) -> None:
+    """Control for the test above: with no constant and no fixture holding 37, the same wrong
+    patch is not told apart (the difference came from the tests' values, not from luck)."""
+    base = {"tests/test_m.py": "import m\n\ndef test_double():\n    assert m.double(1) == 2\n"}
+    gold = {"m.py": "def double(x):\n    return x * 2\n"}
+    wrong = {"m.py": "def double(x):\n    return 0 if x == 37 else x * 2\n"}
+    bad, _ = audit(tmp_path, base, gold, wrong, gold, "m.py", "tests/test_m.py", "m:double")
+    assert bad is None, bad
+
+
+def test_import_names() -> None:
+    """A file in a package is named from the package's top; outside any package from the root."""
+    import os
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        for rel in ("src/pkg/__init__.py", "src/pkg/sub/__init__.py", "pkg2/__init__.py"):
+            os.makedirs(os.path.join(d, os.path.dirname(rel)), exist_ok=True)
+            open(os.path.join(d, rel), "w").close()
+        assert diffcheck._import_name(d, "src/pkg/mod.py") == ("pkg.mod", "src")
+        assert diffcheck._import_name(d, "src/pkg/sub/x.py") == ("pkg.sub.x", "src")
+        assert diffcheck._import_name(d, "src/pkg/__init__.py") == ("pkg", "src")
+        assert diffcheck._import_name(d, "pkg2/a.py") == ("pkg2.a", "")
+        assert diffcheck._import_name(d, "m.py") == ("m", "")
+        assert diffcheck._import_name(d, "lib/nopkg.py") == ("lib.nopkg", "")
+
+
+def test_replays_cover_every_function_when_one_is_called_thousands_of_times(tmp_path: Path) -> None:
+    """A few calls of each function are kept, and replays go round the functions: a test that
+    calls one function 3000 times does not starve the other's replays (as a real suite's
+    subtests did)."""
+    repo = build(tmp_path, {
+        "m.py": "def hot(x):\n    return x\n\n\ndef cold(x):\n    return x * 2\n",
+        "tests/test_m.py": "import m\n\ndef test_hot():\n    for i in range(3000):\n        m.hot(i)\n\ndef test_cold():\n    assert m.cold(3) == 6\n",
+    })
+    out = trace(repo, "m.py", "tests/test_m.py")
+    replayed = {k.split("#")[0] for k in out["variants"] if k.startswith("replay::")}
+    assert replayed == {"replay::m:hot", "replay::m:cold"}
+    assert len([k for k in out["variants"] if k.startswith("replay::m:cold#")]) >= 5
