@@ -144,10 +144,6 @@ describe('the training loop through each adapter', () => {
       try {
         const spans = await spannedUpdates(runId);
         expect(spans.length).toBeGreaterThanOrEqual(1);
-        const reader = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
-        const s = await buildRunSummary(reader, runId).finally(() => reader.end());
-        expect(s.inFlight).toMatchObject({ updateMode: 'abort', updates: 2 });
-        console.log(`[update modes] ${kind} abort (one engine restarted): ${JSON.stringify(s.inFlight)}`);
         // the restarted engine came back with its launch weights: floe loaded a version of the run
         // into it (a resync, or the next update) before any of its answers was kept again, and
         // requests it dropped when it went away were placed again
@@ -164,31 +160,40 @@ describe('the training loop through each adapter', () => {
   }
 
   for (const kind of ['vllm', 'sglang'] as const) {
-    it(`${kind}: engines.updateMode keep, 2 engines, 2 weight updates: nothing aborted, a turn that runs through an update records where its ids switch version`, async () => {
-      const { runId, pool } = await trainThrough([kind, kind], `${kind}-keep`, null, 'keep');
-      try {
-        const reqs = await listEngineRequests(db, runId);
-        // the engines kept what they were generating: no request was aborted by an update
-        expect(reqs.filter((r) => r.outcome === 'aborted').map((r) => r.requestId)).toEqual([]);
-        const switched = reqs.filter((r) => r.detail !== null && typeof r.detail === 'object' && 'switchAt' in r.detail);
-        expect(switched.length).toBeGreaterThanOrEqual(1);
-        for (const r of switched) {
-          const at = (r.detail as { switchAt: number[] }).switchAt;
-          const turn = (await listTurnTokens(db, r.rolloutId)).find((t) => t.turnIndex === r.turnIndex)!;
-          const ids = turn.tokenVersions.slice(r.keptBefore, r.keptBefore + r.generated!);
-          // the turn's recorded per-token versions switch exactly where the server's spans said, to a later version
-          expect(switchPoints(ids)).toEqual(at);
-          for (const i of at) expect(ids[i]).toBeGreaterThan(ids[i - 1]);
+    for (const mode of ['abort', 'keep'] as const) {
+      it(`${kind}: engines.updateMode ${mode}, 2 engines, 2 weight updates: ${mode === 'keep' ? 'nothing aborted, a turn that runs through an update records where its ids switch version' : 'turns that span an update are aborted and resubmitted from their exact prefix'}`, async () => {
+        const { runId, pool } = await trainThrough([kind, kind], `${kind}-${mode}`, null, mode);
+        try {
+          const reqs = await listEngineRequests(db, runId);
+          const switched = reqs.filter((r) => r.detail !== null && typeof r.detail === 'object' && 'switchAt' in r.detail);
+          if (mode === 'keep') {
+            // the engines kept what they were generating: no request was aborted by an update
+            expect(reqs.filter((r) => r.outcome === 'aborted').map((r) => r.requestId)).toEqual([]);
+            expect(switched.length).toBeGreaterThanOrEqual(1);
+            for (const r of switched) {
+              const at = (r.detail as { switchAt: number[] }).switchAt;
+              const turn = (await listTurnTokens(db, r.rolloutId)).find((t) => t.turnIndex === r.turnIndex)!;
+              const ids = turn.tokenVersions.slice(r.keptBefore, r.keptBefore + r.generated!);
+              // the turn's recorded per-token versions switch exactly where the server's spans said, to a later version
+              expect(switchPoints(ids)).toEqual(at);
+              for (const i of at) expect(ids[i]).toBeGreaterThan(ids[i - 1]);
+            }
+          } else {
+            // negative control: in mode abort no answer holds two versions; the update's pause aborted them
+            expect(switched.map((r) => r.requestId)).toEqual([]);
+            expect((await spannedUpdates(runId)).length).toBeGreaterThanOrEqual(1);
+          }
+          const reader = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
+          const s = await buildRunSummary(reader, runId).finally(() => reader.end());
+          expect(s.inFlight).toMatchObject({ updateMode: mode, updates: 2 });
+          expect(s.inFlight.spanningTurnsPerUpdate).toBeGreaterThan(0);
+          if (mode === 'keep') expect(s.inFlight.droppedTokensPerUpdate).toBe(0);
+          console.log(`[update modes] ${kind} ${mode}: ${JSON.stringify(s.inFlight)}`);
+        } finally {
+          await pool.close();
         }
-        const reader = new pg.Pool({ connectionString: settings.postgres.url, max: 2 });
-        const s = await buildRunSummary(reader, runId).finally(() => reader.end());
-        expect(s.inFlight).toMatchObject({ updateMode: 'keep', updates: 2 });
-        expect(s.inFlight.spanningTurnsPerUpdate).toBeGreaterThan(0);
-        console.log(`[update modes] ${kind} keep: ${JSON.stringify(s.inFlight)}`);
-      } finally {
-        await pool.close();
-      }
-    }, 900_000);
+      }, 900_000);
+    }
   }
 
   it('a mixed pool (reference, vLLM-shaped, SGLang-shaped) trains under least-loaded placement, placements per engine in the report', async () => {
