@@ -57,6 +57,18 @@ async function direct(o: { prompt: number[]; maxTokens: number; temperature: num
   return { ids: c.token_ids, lps: c.logprobs.token_logprobs, finish: c.finish_reason };
 }
 
+/** A seed whose sample from PROMPT runs long (at least `want` ids, or the longest of 24 seeds),
+ *  so a pause or a gauge read lands mid-generation at the paced rate. */
+async function longSeed(want: number): Promise<{ seed: number; long: Awaited<ReturnType<typeof direct>> }> {
+  let seed = 0;
+  let long = await direct({ prompt: PROMPT, maxTokens: 120, temperature: 1, seed });
+  for (let s = 1; s < 24 && long.ids.length < want; s++) {
+    const d = await direct({ prompt: PROMPT, maxTokens: 120, temperature: 1, seed: s });
+    if (d.ids.length > long.ids.length) { long = d; seed = s; }
+  }
+  return { seed, long };
+}
+
 async function startNotSglang(): Promise<{ url: string; close(): Promise<void> }> {
   const server = http.createServer((q, res) => {
     q.resume();
@@ -137,12 +149,7 @@ describe('SGLang adapter (against the SGLang 0.5.23 double)', () => {
   it('a pause during a long generation aborts it with the ids made so far; requests sent while paused wait for resume', async () => {
     const a = adapter(slow);
     // a seed whose sample runs long, so the pause lands mid-generation
-    let seed = 0;
-    let long = await direct({ prompt: PROMPT, maxTokens: 120, temperature: 1, seed });
-    for (let s = 1; s < 24 && long.ids.length < 60; s++) {
-      const d = await direct({ prompt: PROMPT, maxTokens: 120, temperature: 1, seed: s });
-      if (d.ids.length > long.ids.length) { long = d; seed = s; }
-    }
+    const { seed, long } = await longSeed(60);
     expect(long.ids.length).toBeGreaterThanOrEqual(30);
     const started = Date.now();
     const g = a.generate(req({ maxTokens: 120, temperature: 1, seed }));
@@ -245,12 +252,7 @@ describe('SGLang adapter (against the SGLang 0.5.23 double)', () => {
 
   it('the gauges hold between refreshes, as SGLang publishes them (each prefill, every 40 decode steps, on going idle)', async () => {
     const a = adapter(slow);
-    let seed = 0;
-    let best = await direct({ prompt: PROMPT, maxTokens: 120, temperature: 1, seed });
-    for (let s = 1; s < 24 && best.ids.length < 30; s++) {
-      const d = await direct({ prompt: PROMPT, maxTokens: 120, temperature: 1, seed: s });
-      if (d.ids.length > best.ids.length) { best = d; seed = s; }
-    }
+    const { seed, long: best } = await longSeed(30);
     expect(best.ids.length).toBeGreaterThanOrEqual(20); // ≥ 0.8 s at the paced rate
     const long = a.generate(req({ maxTokens: 120, temperature: 1, seed }));
     await sleep(50);
@@ -410,12 +412,7 @@ describe('SGLang adapter (against the SGLang 0.5.23 double)', () => {
 
   it('a pause in mode retract (floe\'s keep) keeps a long generation through a load: it goes on under the new weights, its spans say where', async () => {
     const a = adapter(slow);
-    let seed = 0;
-    let long = await direct({ prompt: PROMPT, maxTokens: 120, temperature: 1, seed });
-    for (let s = 1; s < 24 && long.ids.length < 60; s++) {
-      const d = await direct({ prompt: PROMPT, maxTokens: 120, temperature: 1, seed: s });
-      if (d.ids.length > long.ids.length) { long = d; seed = s; }
-    }
+    const { seed, long } = await longSeed(60);
     expect(long.ids.length).toBeGreaterThanOrEqual(30);
     const before = await backendVersion();
     const g = a.generate(req({ maxTokens: 120, temperature: 1, seed }));
