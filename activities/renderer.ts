@@ -41,7 +41,14 @@ export function resolveTokenizer(spec: string, p: Pick<RenderPaths, 'home' | 're
 
 const MODEL_PREFIX = 'model:';
 /** `model:NAME`: a checkpoint `floe models` built or imported, FLOE_HOME/models/NAME (its own tokenizer inside). */
-const modelFolder = (spec: string, p: Pick<RenderPaths, 'home'>) => path.join(p.home, 'models', spec.slice(MODEL_PREFIX.length));
+function modelFolder(spec: string, p: Pick<RenderPaths, 'home'>): string {
+  const name = spec.slice(MODEL_PREFIX.length);
+  const folder = path.join(p.home, 'models', name);
+  if (!fs.existsSync(path.join(folder, 'config.json'))) {
+    throw new Error(`${spec}: no checkpoint at ${folder}; run \`floe models\` (builds the pinned ones) or \`floe models import FILE.gguf --name ${name}\``);
+  }
+  return folder;
+}
 
 /** A policy.model spec as the Python processes take it: `hf:model:NAME` becomes the folder's
  *  path (FLOE_HOME differs between machines and test setups, so configs name it, not the path). */
