@@ -35,7 +35,25 @@ export interface RenderPaths { python: string; home: string; repoRoot: string }
 export function resolveTokenizer(spec: string, p: Pick<RenderPaths, 'home' | 'repoRoot'>): string {
   if (spec === '' || spec === 'byte') return 'byte';
   if (spec.startsWith('builtin:')) return path.join(p.home, 'tokenizers', spec.slice('builtin:'.length));
+  if (spec.startsWith(MODEL_PREFIX)) return modelFolder(spec, p);
   return path.resolve(p.repoRoot, spec);
+}
+
+const MODEL_PREFIX = 'model:';
+/** `model:NAME`: a checkpoint `floe models` built or imported, FLOE_HOME/models/NAME (its own tokenizer inside). */
+function modelFolder(spec: string, p: Pick<RenderPaths, 'home'>): string {
+  const name = spec.slice(MODEL_PREFIX.length);
+  const folder = path.join(p.home, 'models', name);
+  if (!fs.existsSync(path.join(folder, 'config.json'))) {
+    throw new Error(`${spec}: no checkpoint at ${folder}; run \`floe models\` (builds the pinned ones) or \`floe models import FILE.gguf --name ${name}\``);
+  }
+  return folder;
+}
+
+/** A policy.model spec as the Python processes take it: `hf:model:NAME` becomes the folder's
+ *  path (FLOE_HOME differs between machines and test setups, so configs name it, not the path). */
+export function resolveModel(spec: string, p: Pick<RenderPaths, 'home'>): string {
+  return spec.startsWith(`hf:${MODEL_PREFIX}`) ? `hf:${modelFolder(spec.slice(3), p)}` : spec;
 }
 
 /** The ref/unref of a child's pipe (a net.Socket; ChildProcess types it as a plain stream). */

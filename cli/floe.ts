@@ -44,6 +44,10 @@ usage:
                                                           the rollout viewer on 127.0.0.1 (read-only on Postgres):
                                                           each token's weight version, gate refusals, test outcomes;
                                                           --export writes one rollout as a single offline HTML file
+  floe models                                             build the pinned checkpoints once (cached by content):
+                                                          model:smollm2-135m-instruct from its GGUF (sha256 checked)
+  floe models import FILE.gguf [--name NAME] [--sha256 HEX]
+                                                          convert any GGUF file to FLOE_HOME/models/NAME (model:NAME)
   floe config docs [--write]                              the run config reference: every field's type, default
                                                           and meaning, from its schema (core/config.ts); --write
                                                           writes ${CONFIG_DOC_FILE}
@@ -158,6 +162,21 @@ async function main(argv: string[]): Promise<number> {
       await new Promise<void>((resolve) => { process.once('SIGINT', resolve); process.once('SIGTERM', resolve); });
       await viewer.close();
       await db.end();
+      return 0;
+    }
+    case 'models': {
+      const p = parseArgs(rest, { name: 'value', sha256: 'value' });
+      const [sub, file] = p.positional;
+      const { BUILTIN_MODELS, buildPinnedModel, importGguf } = await import('../infra/components/models.js');
+      if (!fs.existsSync(s.python.bin)) throw new Error(`no engine environment at ${s.python.bin}: run \`floe up\` first (it creates the venv with gguf and accelerate)`);
+      if (sub === undefined) {
+        for (const m of BUILTIN_MODELS) console.log(`model:${m.name} ${buildPinnedModel(s, m)}`);
+        return 0;
+      }
+      if (sub !== 'import' || !file) throw new UsageError('usage: floe models | floe models import FILE.gguf [--name NAME] [--sha256 HEX]');
+      if (!fs.existsSync(file)) throw new UsageError(`no file at ${file}: give the path of a .gguf file`);
+      const folder = importGguf(s, file, { name: flag(p, 'name'), sha256: flag(p, 'sha256') });
+      console.log(`model:${path.basename(folder)} ${folder}\n  use it with policy: { model: 'hf:model:${path.basename(folder)}', tokenizer: 'model:${path.basename(folder)}' }`);
       return 0;
     }
     case 'engine': {

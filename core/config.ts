@@ -69,10 +69,10 @@ export const RunConfigSchema = z.strictObject({
   }).prefault({}).meta({ description: 'The task pool: where the tasks come from and which of them the run trains on.' }),
   policy: z.strictObject({
     model: z.string().min(1).default('tiny').meta({
-      description: '\'tiny\' (the byte-level policy; `tiny:k=v,…` sets its shape), or `hf:<config.json | model folder | model_type:k=v,…>` for a Hugging Face model (docs/guides/models.md).',
+      description: '\'tiny\' (the byte-level policy; `tiny:k=v,…` sets its shape), or `hf:<config.json | model folder | model_type:k=v,…>` for a Hugging Face model; `hf:model:NAME` = FLOE_HOME/models/NAME, a checkpoint `floe models` built or imported from a GGUF file (docs/guides/models.md).',
     }),
     tokenizer: z.string().min(1).default('byte').meta({
-      description: 'The model\'s tokenizer: \'byte\' (required by, and only for, the tiny policy), a Hugging Face tokenizer folder, or builtin:NAME (FLOE_HOME/tokenizers/NAME, built offline by `floe up`: builtin:qwen3.6).',
+      description: 'The model\'s tokenizer: \'byte\' (required by, and only for, the tiny policy), a Hugging Face tokenizer folder, builtin:NAME (FLOE_HOME/tokenizers/NAME, built offline by `floe up`: builtin:qwen3.6), or model:NAME (the tokenizer inside FLOE_HOME/models/NAME, from `floe models`).',
     }),
     chatTemplate: z.string().default('').meta({
       description: 'A .jinja chat template (path from the repository root); \'\' = the tokenizer folder\'s own (the byte tokenizer has none: configs/templates/plain.jinja). Shared by rollouts and the warm start.',

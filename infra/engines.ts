@@ -4,7 +4,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import type { Settings } from './settings.js';
 import { repoRoot } from './settings.js';
-import { resolveTokenizer } from '../activities/renderer.js';
+import { resolveModel, resolveTokenizer } from '../activities/renderer.js';
 
 /** The embedded default's GPU side, on this machine's CPU: reference inference engines and
  *  a trainer (engine/, Python) started as child processes of the worker that binds to them.
@@ -139,7 +139,7 @@ function supervise(srv: PythonServer, relaunch: () => Promise<{ server: PythonSe
  *  server that dies is started again on its port (see supervise above); `onRestart` hears of it. */
 export async function startEmbeddedGpu(s: Settings, opts: { count: number; checkpoint: string; trainerCheckpoint?: string; publishDir: string; model?: string; tokenizer?: string; trainer?: boolean; maxBatch?: number; seed?: number; ports?: { engines: number[]; trainer: number | null }; supervise?: boolean; onRestart?: (e: RestartEvent) => void }): Promise<EmbeddedGpu> {
   const logs = path.join(s.logDir, 'engines');
-  const common = ['--model', opts.model ?? 'tiny', '--tokenizer', resolveTokenizer(opts.tokenizer ?? 'byte', { home: s.home, repoRoot })];
+  const common = ['--model', resolveModel(opts.model ?? 'tiny', s), '--tokenizer', resolveTokenizer(opts.tokenizer ?? 'byte', { home: s.home, repoRoot })];
   if (opts.ports && opts.ports.engines.length !== opts.count) throw new Error(`startEmbeddedGpu: ${opts.ports.engines.length} engine port(s) given for ${opts.count} engine(s); give one port per engine`);
   const engineArgs = (i: number) => [...common, '--checkpoint', opts.checkpoint, '--seed', String((opts.seed ?? 0) * 100 + i), '--max-batch', String(opts.maxBatch ?? 16)];
   // every train setting (lr included) comes with each /train_step from the run config, not from the process

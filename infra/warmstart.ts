@@ -7,7 +7,7 @@ import { conversation, renderObservation, toolSchemas, type TurnRecord } from '.
 import { renderToolCall, type ToolCall } from '../core/tools.js';
 import { parseRunConfig, type RunConfig } from '../core/config.js';
 import { renderSpec } from '../core/renderSpec.js';
-import { Renderers, resolveTokenizer } from '../activities/renderer.js';
+import { Renderers, resolveModel, resolveTokenizer } from '../activities/renderer.js';
 import { dockerFromSettings } from './docker.js';
 import { sandboxImageTag } from './components/image.js';
 import { createSandboxActivities, workerIdentity } from '../activities/sandbox/index.js';
@@ -114,7 +114,7 @@ export async function buildWarmStart(s: Settings, trajectoriesOrTasks: GoldTraje
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'gold.jsonl'), data);
   log('warmstart', `SFT on ${kept.length} gold trajectories (${kept.reduce((n, t) => n + t.replies.length, 0)} replies), ${opts.steps} steps…`);
-  mustRun(s.python.bin, ['-m', 'floe_engine.sft', '--data', path.join(dir, 'gold.jsonl'), '--out', dir, '--steps', String(opts.steps), '--batch-size', String(opts.batchSize ?? 16), '--lr', String(opts.lr), '--model', opts.model, '--tokenizer', tokenizer, '--seed', String(opts.seed), '--eval', '16', '--threads', '1',
+  mustRun(s.python.bin, ['-m', 'floe_engine.sft', '--data', path.join(dir, 'gold.jsonl'), '--out', dir, '--steps', String(opts.steps), '--batch-size', String(opts.batchSize ?? 16), '--lr', String(opts.lr), '--model', resolveModel(opts.model, s), '--tokenizer', tokenizer, '--seed', String(opts.seed), '--eval', '16', '--threads', '1',
     // the SFT ends with this process: a demo killed with SIGKILL mid-SFT leaves none training on
     '--parent-pid', String(process.pid)],
     'the SFT warm start', { env: { ...process.env, OMP_NUM_THREADS: '1', FLOE_ENGINE_THREADS: '1' } }); // two threads were slower here (OpenBLAS spinning)

@@ -6,7 +6,8 @@ import { image } from './image.js';
 import { harness, python } from './python.js';
 import { browser } from './browser.js';
 import { tokenizers } from './tokenizers.js';
+import { models } from './models.js';
 
 /** In start order; `floe down` stops them in reverse. */
-export const COMPONENTS: Component[] = [temporal, postgres, podman, image, python, harness, tokenizers, browser];
+export const COMPONENTS: Component[] = [temporal, postgres, podman, image, python, harness, tokenizers, models, browser];
 export type { Component, Health } from './types.js';
