@@ -50,7 +50,7 @@ import step_profile  # noqa: E402
 import torch  # noqa: E402
 
 from floe_engine import checkpoint as ckpt  # noqa: E402
-from floe_engine import packed_attention, sharding, step_metrics  # noqa: E402
+from floe_engine import gated_delta, packed_attention, sharding, step_metrics  # noqa: E402
 from floe_engine.fsdp_trainer import FSDPTrainer  # noqa: E402
 from floe_engine.policies import build_policy  # noqa: E402
 
@@ -78,6 +78,9 @@ def main() -> None:
     ap.add_argument("--layouts", default="1x32768,8x4096")
     ap.add_argument("--paths", default="padded,packed", help=f"comma-separated, of {sorted(PATHS)}")
     ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--gdn-kernels", default="floe",
+                    help="linear-attention models: comma-separated of floe (floe_engine.gated_delta) and "
+                         "reference (transformers' torch kernel), each run over every path")
     ap.add_argument("--profile", action="store_true", help="one more step per layout and path under the profiler")
     ap.add_argument("--no-activation-checkpointing", action="store_true")
     ap.add_argument("--publish-dir", default=None, help="default: a temporary folder (deleted)")
@@ -121,16 +124,21 @@ def main() -> None:
                     "memory_after_shard_bytes": torch.cuda.memory_allocated(dev) if dev.type == "cuda" else None}
     save()
     last_path = None
-    for path in paths:
+    gdn_layers = gated_delta.use(policy.module, True)
+    kernels = a.gdn_kernels.split(",") if gdn_layers else ["floe"]
+    res["model"]["gdn_layers"] = gdn_layers
+    for kern, path in [(k, p) for k in kernels for p in paths]:
+        gated_delta.use(policy.module, kern == "floe")
         pack, dense = PATHS[path]
         trainer.packing = pack and packed_attention.packable(policy)
         trainer.dense_pack_mask = dense
         for layout in layouts:
             n, length = (int(x) for x in layout.split("x"))
-            key = f"{path}:{layout}"
+            key = f"{path}:{layout}" + (f":gdn-{kern}" if gdn_layers else "")
             if dense and n == 1:
                 continue  # one sample: the block-diagonal mask is the causal one, nothing to compare
-            sec = res["sections"][key] = {"path": path, "packing": trainer.packing, "samples": n,
+            sec = res["sections"][key] = {"path": path, "gdn_kernel": kern if gdn_layers else None,
+                                          "packing": trainer.packing, "samples": n,
                                           "tokens_per_sample": length, "steps": []}
             try:
                 for step in range(a.steps + (1 if a.profile else 0)):

@@ -29,7 +29,8 @@ What each rank holds and does:
   attending only to itself through variable-length attention with no mask
   (``packed_attention``); the loss is exact under packing since every sample keeps its own
   log-probs and the global normalisation. A model with layers other than softmax attention
-  (Qwen3.5's gated-delta-net layers) and ``pack=False`` run right-padded micro-batches.
+  (Qwen3.5's gated-delta-net layers) and ``pack=False`` run right-padded micro-batches; the
+  gated-delta-net layers run floe's chunked kernel (``gated_delta``).
 * **Resume.** After every ``state_every`` steps all ranks write a distributed checkpoint
   (model + optimizer shards, plus the policy version and step count) to
   ``<publish_dir>/trainer_state/v<version>``; see ``trainer_state``.
@@ -44,7 +45,7 @@ from typing import Any, List, Optional, Sequence
 import torch
 import torch.distributed as dist
 
-from . import packed_attention
+from . import gated_delta, packed_attention
 from . import publish as publishing
 from . import step_metrics
 from . import trainer_state
@@ -66,6 +67,8 @@ class FSDPTrainer(Trainer):
                  pack: bool = True, dense_pack_mask: bool = False, **kw):
         self.ctx = ctx
         self.channel = CommandChannel(ctx)
+        if getattr(policy, "kind", None) == "hf":
+            gated_delta.install(policy.module)  # Qwen3.5's linear-attention layers: floe's chunked kernel
         self.root = shard_policy(policy, ctx, activation_checkpointing)
         self.activation_checkpointing = activation_checkpointing
         self.packing = pack and packed_attention.packable(policy)

@@ -33,9 +33,18 @@ def run_smoke(script, model, tmp_path):
 @pytest.mark.parametrize("model", MODELS)
 def test_fsdp_step_bench_smoke(model, tmp_path):
     res = run_smoke("fsdp_step_bench.py", model, tmp_path)
-    steps = res["sections"]["2x256"]["steps"]
-    assert len(steps) == 2 and "error" not in res["sections"]["2x256"]
-    assert all(s["tokens_per_s"] > 0 and s["publish_ms"] > 0 for s in steps)
+    # the two default paths side by side; a model with linear-attention layers cannot pack
+    tail = ":gdn-floe" if model == "qwen3.5-4b" else ""
+    assert set(res["sections"]) == {"padded:2x256" + tail, "packed:2x256" + tail}
+    assert res["sections"]["packed:2x256" + tail]["packing"] is res["model"]["packable"]
+    for sec in res["sections"].values():
+        steps = sec["steps"]
+        assert len(steps) == 2 and "error" not in sec
+        assert all(s["tokens_per_s"] > 0 and s["publish_ms"] > 0 for s in steps)
+        # executed FLOPs: more than 6·N·tokens (attention, head, recompute), per token
+        fl = steps[0]["executed_flops"]
+        assert fl["tokens"] == 2 * 255 and fl["attention_forward"] + fl["linear_attention_forward"] > 0
+        assert fl["recompute"] > 0 and fl["total"] > 3 * fl["linear_forward"]
     assert res["load"]["tensors"] > 0
 
 
