@@ -15,8 +15,9 @@ read off the model). The backward costs twice the forward. The head is chunked a
 **Phases.** ``instrument`` wraps the trainer's micro-batch forward, the blocks' recomputation
 (a checkpointed block run while the autograd engine executes a backward), the head, the optimizer
 step and the publish in ``torch.profiler.record_function`` ranges; ``phases`` sums the GPU kernel
-time of each range from one profiled step. The backward is the kernel time left after the
-forward, recompute, optimizer and publish. Attention and collectives are kernel-name classes
+time of each range from one profiled step (a CPU run: the ranges' host time). The backward is
+the kernel time left after the forward, recompute, optimizer and publish (a CPU run: the step's
+time, which excludes the publish, left after the forward, recompute and optimizer). Attention and collectives are kernel-name classes
 (flash / fmha / varlen / attention; nccl) that cut across the other phases.
 """
 from __future__ import annotations
@@ -112,12 +113,14 @@ def phases(prof, step_s: float) -> Dict[str, Optional[float]]:
     torch.profiler.profile over one step). A range's time is the kernels launched inside it (its
     CPU-side event and descendants); the GPU-side copies of the ranges are not kernels."""
     named = {k: 0.0 for k in RANGES}
+    cpu_named = {k: 0.0 for k in RANGES}
     kernels = attention = collectives = 0.0
     by_range = {v: k for k, v in RANGES.items()}
     for e in prof.events():
         if e.name in by_range:
             if not _cuda(e):
                 named[by_range[e.name]] += _dev_us(e, total=True) / 1e6
+                cpu_named[by_range[e.name]] += float(e.cpu_time_total) / 1e6
             continue
         if not _cuda(e):
             continue
@@ -127,9 +130,15 @@ def phases(prof, step_s: float) -> Dict[str, Optional[float]]:
             attention += dt
         if COLLECTIVE.search(e.name):
             collectives += dt
+    if kernels == 0.0:  # no GPU (the CPU smoke run): the ranges' host time instead
+        named = cpu_named
     out: Dict[str, Optional[float]] = {k: round(v, 4) for k, v in named.items()}
+    out["clock"] = "gpu_kernels" if kernels else "cpu_ranges"
+    total = kernels if kernels else step_s
     out["kernels_total"] = round(kernels, 4)
-    out["backward"] = round(kernels - sum(named[k] for k in ("forward", "recompute", "optimizer", "publish")), 4)
+    # the step's GPU kernels include the publish's; its wall time (the CPU fallback) does not
+    spent = ("forward", "recompute", "optimizer") + (("publish",) if kernels else ())
+    out["backward"] = round(total - sum(named[k] for k in spent), 4)
     out["attention"] = round(attention, 4)
     out["collectives"] = round(collectives, 4)
     out["step_wall"] = round(step_s, 4)
