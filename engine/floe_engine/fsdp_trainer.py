@@ -23,11 +23,14 @@ What each rank holds and does:
   one-process gradient whatever the world size. Every rank runs the same number of
   micro-batches (each rank can compute every rank's share); a rank with nothing left runs a
   two-token micro-batch with weight 0, so the collectives of all ranks line up.
-* **Forward.** One padded full-sequence forward per micro-batch, each block called once: the
-  head runs only at the masked positions. With ``--pack`` the micro-batches are token-budget
-  bins (``config.micro_batch_tokens``) of samples packed into one unpadded sequence, each
-  sample attending only to itself; the loss is exact under packing since every sample keeps
-  its own log-probs and the global normalisation.
+* **Forward.** One full-sequence forward per micro-batch, each block called once: the head runs
+  only at the masked positions. By default (``pack``) the micro-batches are token-budget bins
+  (``config.micro_batch_tokens``) of samples packed into one unpadded sequence, each sample
+  attending only to itself through variable-length attention with no mask
+  (``packed_attention``); the loss is exact under packing since every sample keeps its own
+  log-probs and the global normalisation. A model with layers other than softmax attention
+  (Qwen3.5's gated-delta-net layers) and ``pack=False`` run right-padded micro-batches; the
+  gated-delta-net layers run floe's chunked kernel (``gated_delta``).
 * **Resume.** After every ``state_every`` steps all ranks write a distributed checkpoint
   (model + optimizer shards, plus the policy version and step count) to
   ``<publish_dir>/trainer_state/v<version>``; see ``trainer_state``.
@@ -42,6 +45,7 @@ from typing import Any, List, Optional, Sequence
 import torch
 import torch.distributed as dist
 
+from . import gated_delta, packed_attention
 from . import publish as publishing
 from . import step_metrics
 from . import trainer_state
@@ -62,12 +66,15 @@ class FSDPTrainer(Trainer):
 
     def __init__(self, policy: Policy, version: int, publish_dir: str, ctx: DistContext,
                  state_every: int = 1, state_keep: int = 1, activation_checkpointing: bool = False,
-                 pack: bool = False, **kw):
+                 pack: bool = True, dense_pack_mask: bool = False, **kw):
         self.ctx = ctx
         self.channel = CommandChannel(ctx)
+        if getattr(policy, "kind", None) == "hf":
+            gated_delta.install(policy.module)  # Qwen3.5's linear-attention layers: floe's chunked kernel
         self.root = shard_policy(policy, ctx, activation_checkpointing)
         self.activation_checkpointing = activation_checkpointing
-        self.packing = pack
+        self.packing = pack and packed_attention.packable(policy)
+        self.dense_pack_mask = dense_pack_mask  # the old dense [T, T] mask, for side-by-side benchmarks
         self.state_every = int(state_every)
         self.state_keep = int(state_keep)
         self.resumed_from: Optional[str] = None
@@ -179,7 +186,8 @@ class FSDPTrainer(Trainer):
     def _forward(self, samples: Sequence[dict], mb: List[int], entropy: bool) -> Scored:
         # an empty micro-batch still runs a forward (two tokens of the batch), for the collectives
         rows = [(samples[i]["ids"], samples[i]["loss_mask"]) for i in mb] or [(samples[0]["ids"][:2], [0, 1])]
-        return self.root(lambda: full_sequence_logprobs(self.policy, rows, entropy=entropy, packed=self.packing))
+        return self.root(lambda: full_sequence_logprobs(self.policy, rows, entropy=entropy, packed=self.packing,
+                                                                 dense_mask=self.dense_pack_mask))
 
     def _all_reduce(self, values: List[float], op) -> List[float]:
         t = torch.tensor(values, dtype=torch.float64, device=self.ctx.device)

@@ -11,10 +11,12 @@ same arithmetic over one right-padded batch, or over one packed sequence (``pack
 """
 from __future__ import annotations
 
+import contextlib
 from typing import List, Optional, Sequence, Tuple
 
 import torch
 
+from . import packed_attention
 from .model import TinyGPT
 from .policy import Policy, gather_logprobs
 from .tiny_policy import TinyPolicy
@@ -91,7 +93,7 @@ def score_samples(model, samples: Sequence[dict]) -> List[List[float]]:
 
 
 def full_sequence_logprobs(policy: Policy, rows: Sequence[Row], entropy: bool = False,
-                           packed: bool = False) -> Scored:
+                           packed: bool = False, dense_mask: bool = False) -> Scored:
     """Per (ids, loss_mask) row: log p(ids[t] | ids[:t]) at its masked t, from one forward of all
     rows (each block runs once, whatever the rows are: every rank's collectives match); the head
     runs at the masked positions only. Same arithmetic as ``Policy.masked_logprobs`` up to float
@@ -99,10 +101,11 @@ def full_sequence_logprobs(policy: Policy, rows: Sequence[Row], entropy: bool = 
 
     By default the rows are right-padded into one batch. ``packed``: they are packed into ONE
     sequence of sum(len(ids) - 1) tokens, no padding: each row's positions restart at 0 and a
-    block-diagonal causal mask lets a token attend only to earlier tokens of its own row, so every
-    log-prob (hence the loss and its gradient) is the unpadded one, up to float rounding. The mask
-    is a dense [T, T] tensor (fine for the tiny model and SDPA's math / memory-efficient kernels;
-    a varlen flash kernel would drop it)."""
+    token attends only to earlier tokens of its own row, so every log-prob (hence the loss and its
+    gradient) is the unpadded one, up to float rounding. A transformers model runs variable-length
+    attention over the rows' boundaries with no mask (``packed_attention``); ``dense_mask`` builds
+    the old dense [T, T] block-diagonal mask instead (kept to compare the two, as the benchmark
+    does); the tiny model always takes the dense mask (its own attention, CPU-sized)."""
     dev = policy.device
     rr, cc, tgts, spans, k = [], [], [], [], 0  # (row, column) of each scored position's input
     start = 0
@@ -120,17 +123,22 @@ def full_sequence_logprobs(policy: Policy, rows: Sequence[Row], entropy: bool = 
     if packed:
         segs = [list(ids[:-1]) for ids, _ in rows]
         T = start
-        seg_id = torch.cat([torch.full((len(s),), n, dtype=torch.long) for n, s in enumerate(segs)]).to(dev)
         positions = torch.cat([torch.arange(len(s)) for s in segs]).to(dev)
-        idx = torch.arange(T, device=dev)
-        blocked = (seg_id[:, None] != seg_id[None, :]) | (idx[None, :] > idx[:, None])  # True = may not attend
         inp = torch.tensor([t for s in segs for t in s], dtype=torch.long, device=dev)[None]
-        if getattr(policy, "kind", None) == "tiny":
+        tiny = getattr(policy, "kind", None) == "tiny"
+        if tiny or dense_mask:
+            seg_id = torch.cat([torch.full((len(s),), n, dtype=torch.long) for n, s in enumerate(segs)]).to(dev)
+            idx = torch.arange(T, device=dev)
+            blocked = (seg_id[:, None] != seg_id[None, :]) | (idx[None, :] > idx[:, None])  # True = may not attend
+        if tiny:
             fwd = {"positions": positions, "attn_mask": blocked}
-        else:  # transformers passes a 4D mask through as is: additive, in the compute dtype
+        elif dense_mask:  # transformers passes a 4D mask through as is: additive, in the compute dtype
             add = torch.zeros((1, 1, T, T), dtype=policy.dtype, device=dev)
             add.masked_fill_(blocked[None, None], torch.finfo(policy.dtype).min)
             fwd = {"position_ids": positions[None], "attention_mask": add}
+        else:  # variable-length attention over the rows' boundaries, no mask
+            packed_attention.enable(policy.module)
+            fwd = {"position_ids": positions[None], **packed_attention.document_kwargs([len(s) for s in segs], dev)}
     else:
         T = max(len(ids) for ids, _ in rows) - 1
         inp = torch.full((len(rows), max(T, 1)), policy.tokenizer.pad_token_id, dtype=torch.long)
@@ -144,6 +152,7 @@ def full_sequence_logprobs(policy: Policy, rows: Sequence[Row], entropy: bool = 
         logits = policy.module._logits(x[ri, ci])
         lp, ent = gather_logprobs(logits[..., : policy.vocab_size], tg, entropy)
     else:
-        hidden, _ = policy.forward_hidden(inp, use_cache=False, **fwd)
+        with packed_attention.packed_forward() if packed and not dense_mask else contextlib.nullcontext():
+            hidden, _ = policy.forward_hidden(inp, use_cache=False, **fwd)
         lp, ent = policy.head_logprobs(hidden[ri, ci], tg, entropy)
     return [(lp[a:b], ent[a:b] if ent is not None else None) for a, b in spans]

@@ -17,9 +17,10 @@ BENCH = os.path.join(os.path.dirname(ENGINE_DIR), "bench", "engine")
 MODELS = ["qwen3-4b", "qwen3.5-4b"]  # bench_record.MODELS: the second has linear-attention layers
 
 
-def run_smoke(script, model, tmp_path):
+def run_smoke(script, model, tmp_path, *extra):
     out = tmp_path / f"{script}.json"
-    p = subprocess.run([sys.executable, os.path.join(BENCH, script), "--model", model, "--smoke", "--out", str(out)],
+    p = subprocess.run([sys.executable, os.path.join(BENCH, script), "--model", model, "--smoke", "--out", str(out),
+                        *extra],
                        env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-3000:]
@@ -32,10 +33,25 @@ def run_smoke(script, model, tmp_path):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_fsdp_step_bench_smoke(model, tmp_path):
-    res = run_smoke("fsdp_step_bench.py", model, tmp_path)
-    steps = res["sections"]["2x256"]["steps"]
-    assert len(steps) == 2 and "error" not in res["sections"]["2x256"]
-    assert all(s["tokens_per_s"] > 0 and s["publish_ms"] > 0 for s in steps)
+    res = run_smoke("fsdp_step_bench.py", model, tmp_path, "--steps", "1", "--profile")
+    # the two default paths side by side; a model with linear-attention layers cannot pack
+    tail = ":gdn-floe" if model == "qwen3.5-4b" else ""
+    assert set(res["sections"]) == {"padded:2x256" + tail, "packed:2x256" + tail}
+    assert res["sections"]["packed:2x256" + tail]["packing"] is res["model"]["packable"]
+    for sec in res["sections"].values():
+        steps = sec["steps"]
+        assert len(steps) == 2 and "error" not in sec and steps[1]["profiled"]
+        # the profiled step's phases: each named range was seen and took time (host time on the CPU)
+        ph = steps[1]["phases_s"]
+        assert ph["clock"] == "cpu_ranges" and set(ph["ranges_seen"]) >= {"floe.forward", "floe.recompute",
+                                                                          "floe.head", "floe.optimizer"}
+        assert min(ph["forward"], ph["recompute"], ph["head"], ph["optimizer"], ph["backward"]) > 0
+        assert ph["forward"] + ph["recompute"] + ph["optimizer"] < ph["step_wall"]
+        assert all(s["tokens_per_s"] > 0 and s["publish_ms"] > 0 for s in steps)
+        # executed FLOPs: more than 6·N·tokens (attention, head, recompute), per token
+        fl = steps[0]["executed_flops"]
+        assert fl["tokens"] == 2 * 255 and fl["attention_forward"] + fl["linear_attention_forward"] > 0
+        assert fl["recompute"] > 0 and fl["total"] > 3 * fl["linear_forward"]
     assert res["load"]["tensors"] > 0
 
 
