@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ENGINE_KINDS, LOSS_AGGS, RATIO_MODES } from './contracts.js';
 import { SYSTEM_PROMPT } from './harness.js';
 import { redactUrlsIn, urlCredentialsProblem } from './exposure.js';
+import { ROUTER_POLICIES } from './router.js';
 
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
@@ -109,8 +110,8 @@ export const RunConfigSchema = z.strictObject({
     generateTimeoutSeconds: positiveInt.max(480).default(300).meta({
       description: 'How long floe waits for one generation request before it stops waiting, aborts it and tries another engine. A request that times out on a server that still answers its health route is a slow request on a loaded server, not a dead engine: the engine is not resynced. At most 480 (the generation activity itself ends after 10 minutes).',
     }),
-    router: z.enum(['least-loaded', 'sticky', 'round-robin']).default('least-loaded').meta({
-      description: 'Placement of generation requests (core/router.ts): \'least-loaded\' = the healthy engine with the least outstanding work, per request; \'sticky\' = a rollout stays on one engine, chosen by its group for prefix-cache reuse; \'round-robin\' = engines in turn, blind to load. The placement layer of the recipe.',
+    router: z.enum(ROUTER_POLICIES).default('least-loaded').meta({
+      description: 'Placement of generation requests (core/router.ts): \'least-loaded\' = the healthy engine with the least outstanding work, per request; \'sticky\' = a rollout stays on one engine, chosen by its group for prefix-cache reuse; \'round-robin\' = engines in turn, blind to load; \'cache-aware\' = a rollout\'s next turn goes back to the engine that holds its conversation as a cached prefix unless that engine carries more than core/router.ts CACHE_SLACK requests above the least loaded one, then to the least loaded. The placement layer of the recipe.',
     }),
   }).prefault({}).meta({ description: 'The inference engines: how many floe starts, which servers to use, and how requests are placed on them.' }),
   trainer: z.strictObject({
