@@ -1,6 +1,6 @@
 /** The control plane's cost per turn, at rising numbers of rollouts in flight:
  *
- *    flock /tmp/floe-vitest.lock npx tsx bench/scale.ts [--sizes 16,128] [--turns 10] [--engine-ms 500] [--tool-ms 500]
+ *    flock /tmp/floe-vitest.lock npx tsx bench/scale.ts [--sizes 16,128] [--turns 10] [--engine-ms 500] [--tool-ms 500] [--out FILE]
  *
  *  Real rollout and rewardGate workflows on the real control worker (generation through
  *  activities/generate.ts and the router, every audit write to Postgres), with doubles where
@@ -38,7 +38,7 @@ import { createSandboxDouble } from '../test/helpers/sandboxDouble.js';
 import { parseArgs, flag } from '../cli/args.js';
 import { round, startCpuSampler } from './procCpu.js';
 
-const a = parseArgs(process.argv.slice(2), { sizes: 'value', turns: 'value', 'engine-ms': 'value', 'tool-ms': 'value', 'grade-ms': 'value', 'turn-bytes': 'value', 'history-sample': 'value' });
+const a = parseArgs(process.argv.slice(2), { sizes: 'value', turns: 'value', 'engine-ms': 'value', 'tool-ms': 'value', 'grade-ms': 'value', 'turn-bytes': 'value', 'history-sample': 'value', out: 'value' });
 const num = (name: string, d: number): number => {
   const v = Number(flag(a, name) ?? d);
   if (!Number.isFinite(v) || v < 0) throw new Error(`--${name} takes a non-negative number, got ${flag(a, name)}`);
@@ -196,6 +196,6 @@ const out = {
   params: { turns: TURNS, engineMs: ENGINE_MS, sandbox: times, turnBytes: TURN_BYTES },
   results,
 };
-const file = path.join(repoRoot, 'bench', 'results', 'scale.json');
+const file = path.resolve(repoRoot, flag(a, 'out') ?? path.join('bench', 'results', 'scale.json'));
 fs.writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`);
 process.stderr.write(`[scale] wrote ${path.relative(repoRoot, file)}\n`);
