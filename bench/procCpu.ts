@@ -7,8 +7,10 @@ export const round = (x: number, d = 1) => Math.round(x * 10 ** d) / 10 ** d;
 /** CPU by process group, from /proc every second (each live process's utime+stime; a process
  *  born and gone between two samples is not seen: that share is `unattributed`, the machine's
  *  busy time minus the groups' sum, with other work on the machine). */
-export function cpuGroupOf(comm: string, pid: number): string {
+export function cpuGroupOf(comm: string, pid: number, ppid = -1): string {
   if (pid === process.pid) return 'bench+workers (node, this process)';
+  // the control worker's render server (activities/renderer.ts spawns python -m floe_engine.render_server)
+  if (ppid === process.pid && /^python/.test(comm)) return 'renderer (python, child of this process)';
   if (/^(podman|conmon|runc|crun|catatonit|slirp4netns|fuse-overlayfs|aardvark|netavark)/.test(comm)) return 'podman/conmon/runc';
   if (/^temporal/.test(comm)) return 'temporal';
   if (/^postgres|^postmaster/.test(comm)) return 'postgres';
@@ -27,7 +29,7 @@ export function readCpu(): Map<number, { group: string; comm: string; ticks: num
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       // fields after comm: state=0 … utime=11 stime=12
       const ticks = Number(f[11]) + Number(f[12]);
-      out.set(Number(d), { group: cpuGroupOf(comm, Number(d)), comm, ticks });
+      out.set(Number(d), { group: cpuGroupOf(comm, Number(d), Number(f[1])), comm, ticks });
     } catch { /* gone */ }
   }
   return out;
