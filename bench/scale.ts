@@ -37,6 +37,7 @@ import { scriptedRolloutSettings, startScriptedEngine } from '../test/helpers/sc
 import { createSandboxDouble } from '../test/helpers/sandboxDouble.js';
 import { parseArgs, flag } from '../cli/args.js';
 import { round, startCpuSampler } from './procCpu.js';
+import { Stats, timed } from './activityTiming.js';
 
 const a = parseArgs(process.argv.slice(2), { sizes: 'value', turns: 'value', 'engine-ms': 'value', 'tool-ms': 'value', 'grade-ms': 'value', 'turn-bytes': 'value', 'history-sample': 'value', out: 'value' });
 const num = (name: string, d: number): number => {
@@ -66,10 +67,12 @@ const sandbox = createSandboxDouble(times);
 const client = await temporalClient(s);
 const connection = await workerConnection(s);
 const common = { connection, namespace: s.temporal.namespace };
+/** The wave being measured: where each activity's time goes (the plain loop is not timed). */
+let current: { activities: Stats; latency: Stats } | null = null;
 // the workers floe runs (workers/worker.ts), with their default options
 const workers: Worker[] = [
-  await Worker.create({ ...common, taskQueue: CONTROL_QUEUE, workflowBundle: await workflowBundle(), activities: controlActivities(s) }),
-  await Worker.create({ ...common, taskQueue: sandboxQueue(HOST), activities: sandbox }),
+  await Worker.create({ ...common, taskQueue: CONTROL_QUEUE, workflowBundle: await workflowBundle(), activities: timed(controlActivities(s), () => current) }),
+  await Worker.create({ ...common, taskQueue: sandboxQueue(HOST), activities: timed(sandbox, () => current) }),
 ];
 const running = Promise.all(workers.map((w) => w.run()));
 const settings = scriptedRolloutSettings(engine.url, { host: HOST, maxTurns: TURNS + 1 });
@@ -140,9 +143,12 @@ const mean = (xs: number[]) => xs.reduce((x, y) => x + y, 0) / xs.length;
 async function measure(size: number) {
   const pg0 = await pgCounters();
   const cpu = startCpuSampler();
+  current = { activities: new Stats(), latency: new Stats() };
+  const timing = current;
   const t0 = Date.now();
   const rs = await Promise.all(Array.from({ length: size }, () => floeRollout()));
   const wallS = (Date.now() - t0) / 1000;
+  current = null;
   const c = cpu.stop();
   const pg1 = await pgCounters();
   const turns = rs.reduce((x, r) => x + r.r.nTurns, 0);
@@ -166,6 +172,8 @@ async function measure(size: number) {
     cpu: { coreSecondsByGroup: c.byGroupCoreSeconds, machineBusyCoreSeconds: c.machineBusyCoreSeconds, coreMsPerTurnByGroup: Object.fromEntries(Object.entries(c.byGroupCoreSeconds).map(([k, v]) => [k, round((v * 1000) / turns, 2)])) },
     postgres: { rowsWrittenPerTurn: perTurn(pg1.rows - pg0.rows), bytesGrownPerTurn: round((pg1.bytes - pg0.bytes) / turns, 0) },
     history: { sampled: sample.length, eventsPerRollout: round(mean(hist.map((h) => h.events)), 1), bytesPerRollout: round(mean(hist.map((h) => h.bytes)), 0), note: 'rollout workflow + its rewardGate child' },
+    activityWallMsPerRollout: timing.activities.perRollout(size),
+    activitySchedulingLatencyMsPerRollout: timing.latency.perRollout(size),
     workflowTaskLatencyMs: { p50: pct(lat, 0.5), p95: pct(lat, 0.95), max: pct(lat, 1), n: lat.length },
     rolloutWall: { floeMeanMs: round(floeMs, 0), plainMeanMs: round(plainMs, 0), addedMs: round(floeMs - plainMs, 0), addedShare: round((floeMs - plainMs) / plainMs, 4), plainWallSeconds: round(plainWallS, 1) },
   };

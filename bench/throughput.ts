@@ -20,7 +20,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
-import { Context } from '@temporalio/activity';
 import { Worker } from '@temporalio/worker';
 import type Docker from 'dockerode';
 import { loadSettings, repoRoot } from '../infra/settings.js';
@@ -42,6 +41,7 @@ import type { RolloutInput, RolloutResult } from '../workflows/rollout.js';
 import type { RolloutSettings } from '../core/contracts.js';
 import { scriptedRolloutSettings, startScriptedEngine } from '../test/helpers/scriptedEngine.js';
 import { round, startCpuSampler, totalBusyTicks } from './procCpu.js';
+import { Stats, timed } from './activityTiming.js';
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -53,48 +53,8 @@ const ROUNDS = Number(arg('rounds', '1'));
 
 // ---------- measurement ----------
 
-interface Stat { n: number; totalMs: number }
-class Stats {
-  readonly m = new Map<string, Stat>();
-  add(key: string, ms: number): void {
-    const s = this.m.get(key) ?? { n: 0, totalMs: 0 };
-    s.n++;
-    s.totalMs += ms;
-    this.m.set(key, s);
-  }
-  perRollout(rollouts: number): Record<string, { calls: number; msEach: number; msPerRollout: number }> {
-    const out: Record<string, { calls: number; msEach: number; msPerRollout: number }> = {};
-    for (const [k, s] of [...this.m].sort((a, b) => b[1].totalMs - a[1].totalMs)) {
-      out[k] = { calls: round(s.n / rollouts, 2), msEach: round(s.totalMs / s.n, 1), msPerRollout: round(s.totalMs / rollouts, 1) };
-    }
-    return out;
-  }
-}
-
 /** The stats the activities and docker calls go to (the round being measured now). */
 let current: { activities: Stats; latency: Stats; docker: Stats } | null = null;
-
-/** Time every activity, and its scheduling latency (start minus this attempt's scheduled time). */
-function timed<T extends Record<string, unknown>>(acts: T): T {
-  const out: Record<string, unknown> = {};
-  for (const [name, f] of Object.entries(acts)) {
-    if (typeof f !== 'function') { out[name] = f; continue; }
-    out[name] = async (...a: unknown[]) => {
-      const t0 = Date.now();
-      const stats = current;
-      try {
-        const info = Context.current().info;
-        stats?.latency.add(name, Math.max(0, t0 - info.currentAttemptScheduledTimestampMs));
-      } catch { /* a local activity has no schedule-to-start of its own here */ }
-      try {
-        return await (f as (...x: unknown[]) => Promise<unknown>)(...a);
-      } finally {
-        stats?.activities.add(name, Date.now() - t0);
-      }
-    };
-  }
-  return out as T;
-}
 
 /** Count and time the container engine's API calls (each is one round trip to podman). */
 function countingDocker(docker: Docker): Docker {
@@ -153,10 +113,10 @@ const connection = await workerConnection(s);
 const docker = countingDocker(dockerFromSettings(s));
 const common = { connection, namespace: s.temporal.namespace };
 const workers: Worker[] = [
-  await Worker.create({ ...common, taskQueue: CONTROL_QUEUE, workflowBundle: await workflowBundle(), activities: timed(controlActivities(s)) }),
+  await Worker.create({ ...common, taskQueue: CONTROL_QUEUE, workflowBundle: await workflowBundle(), activities: timed(controlActivities(s), () => current) }),
 ];
 const opts = { host: 'bench', image: sandboxImageTag(s), workerId: workerIdentity(), harnessPython: s.harness.bin };
-workers.push(await Worker.create({ ...common, taskQueue: sandboxQueue(opts.host), activities: timed({ ...createSandboxActivities(docker, opts), ...createGradingActivities(docker, opts) }) }));
+workers.push(await Worker.create({ ...common, taskQueue: sandboxQueue(opts.host), activities: timed({ ...createSandboxActivities(docker, opts), ...createGradingActivities(docker, opts) }, () => current) }));
 const running = Promise.all(workers.map((w) => w.run()));
 const settings: RolloutSettings = scriptedRolloutSettings(engine.url, { host: opts.host });
 
