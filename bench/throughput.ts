@@ -20,7 +20,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
-import { Context } from '@temporalio/activity';
 import { Worker } from '@temporalio/worker';
 import type Docker from 'dockerode';
 import { loadSettings, repoRoot } from '../infra/settings.js';
@@ -41,6 +40,8 @@ import { loadToySuite } from '../tasks/loaders.js';
 import type { RolloutInput, RolloutResult } from '../workflows/rollout.js';
 import type { RolloutSettings } from '../core/contracts.js';
 import { scriptedRolloutSettings, startScriptedEngine } from '../test/helpers/scriptedEngine.js';
+import { round, startCpuSampler, totalBusyTicks } from './procCpu.js';
+import { Stats, timed } from './activityTiming.js';
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -52,49 +53,8 @@ const ROUNDS = Number(arg('rounds', '1'));
 
 // ---------- measurement ----------
 
-interface Stat { n: number; totalMs: number }
-class Stats {
-  readonly m = new Map<string, Stat>();
-  add(key: string, ms: number): void {
-    const s = this.m.get(key) ?? { n: 0, totalMs: 0 };
-    s.n++;
-    s.totalMs += ms;
-    this.m.set(key, s);
-  }
-  perRollout(rollouts: number): Record<string, { calls: number; msEach: number; msPerRollout: number }> {
-    const out: Record<string, { calls: number; msEach: number; msPerRollout: number }> = {};
-    for (const [k, s] of [...this.m].sort((a, b) => b[1].totalMs - a[1].totalMs)) {
-      out[k] = { calls: round(s.n / rollouts, 2), msEach: round(s.totalMs / s.n, 1), msPerRollout: round(s.totalMs / rollouts, 1) };
-    }
-    return out;
-  }
-}
-const round = (x: number, d = 1) => Math.round(x * 10 ** d) / 10 ** d;
-
 /** The stats the activities and docker calls go to (the round being measured now). */
 let current: { activities: Stats; latency: Stats; docker: Stats } | null = null;
-
-/** Time every activity, and its scheduling latency (start minus this attempt's scheduled time). */
-function timed<T extends Record<string, unknown>>(acts: T): T {
-  const out: Record<string, unknown> = {};
-  for (const [name, f] of Object.entries(acts)) {
-    if (typeof f !== 'function') { out[name] = f; continue; }
-    out[name] = async (...a: unknown[]) => {
-      const t0 = Date.now();
-      const stats = current;
-      try {
-        const info = Context.current().info;
-        stats?.latency.add(name, Math.max(0, t0 - info.currentAttemptScheduledTimestampMs));
-      } catch { /* a local activity has no schedule-to-start of its own here */ }
-      try {
-        return await (f as (...x: unknown[]) => Promise<unknown>)(...a);
-      } finally {
-        stats?.activities.add(name, Date.now() - t0);
-      }
-    };
-  }
-  return out as T;
-}
 
 /** Count and time the container engine's API calls (each is one round trip to podman). */
 function countingDocker(docker: Docker): Docker {
@@ -138,87 +98,6 @@ function countingDocker(docker: Docker): Docker {
   });
 }
 
-/** CPU by process group, from /proc every second (each live process's utime+stime; a process
- *  born and gone between two samples is not seen: that share is `unattributed`, the machine's
- *  busy time minus the groups' sum, with other work on the machine). */
-function cpuGroupOf(comm: string, pid: number): string {
-  if (pid === process.pid) return 'bench+workers (node, this process)';
-  if (/^(podman|conmon|runc|crun|catatonit|slirp4netns|fuse-overlayfs|aardvark|netavark)/.test(comm)) return 'podman/conmon/runc';
-  if (/^temporal/.test(comm)) return 'temporal';
-  if (/^postgres|^postmaster/.test(comm)) return 'postgres';
-  if (/^python|^pytest/.test(comm)) return 'python';
-  if (/^(bash|sh|git|timeout|cat|sleep|tar|patch|pgrep|wc|head|find|rm|cp|sed|grep|ls|chmod|mkdir|printf|tr)$/.test(comm)) return 'container payload (bash/git/…)';
-  if (/^node|^npm|^tsx|^esbuild/.test(comm)) return 'other node';
-  return 'other';
-}
-function readCpu(): Map<number, { group: string; comm: string; ticks: number }> {
-  const out = new Map<number, { group: string; comm: string; ticks: number }>();
-  for (const d of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
-      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      // fields after comm: state=0 … utime=11 stime=12
-      const ticks = Number(f[11]) + Number(f[12]);
-      out.set(Number(d), { group: cpuGroupOf(comm, Number(d)), comm, ticks });
-    } catch { /* gone */ }
-  }
-  return out;
-}
-function totalBusyTicks(): number {
-  const l = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
-  return l[0] + l[1] + l[2] + l[5] + l[6] + l[7]; // user nice system irq softirq steal
-}
-/** podman's cgroups (cgroup v1, cgroupfs manager): every container's payload under
- *  libpod_parent/libpod-<id>, and conmon with what it spawns (runc create/start/exec, podman's
- *  `container cleanup` exit commands) under libpod_parent/conmon. Read as totals, they count the
- *  short-lived processes a 1 s /proc sampler misses. Null where the files are not there. */
-const CGROUP = '/sys/fs/cgroup/cpuacct/libpod_parent';
-function readCgroupNs(): { libpod: number; conmon: number } | null {
-  try {
-    return { libpod: Number(fs.readFileSync(`${CGROUP}/cpuacct.usage`, 'utf8')), conmon: Number(fs.readFileSync(`${CGROUP}/conmon/cpuacct.usage`, 'utf8')) };
-  } catch {
-    return null;
-  }
-}
-function startCpuSampler(): { stop(): { byGroupCoreSeconds: Record<string, number>; topCommands: Record<string, number>; machineBusyCoreSeconds: number; cgroupCoreSeconds: { containers: number; conmonRuncCleanup: number } | null } } {
-  const cg0 = readCgroupNs();
-  let prev = readCpu();
-  const acc = new Map<string, number>();
-  const byComm = new Map<string, number>();
-  const busy0 = totalBusyTicks();
-  const sample = () => {
-    const now = readCpu();
-    for (const [pid, p] of now) {
-      const before = prev.get(pid);
-      const d = p.ticks - (before?.ticks ?? 0);
-      // a new process: count all it used (it started after the last sample)
-      if (d > 0) {
-        acc.set(p.group, (acc.get(p.group) ?? 0) + d);
-        byComm.set(p.comm, (byComm.get(p.comm) ?? 0) + d);
-      }
-    }
-    prev = now;
-  };
-  const timer = setInterval(sample, 1000);
-  return {
-    stop() {
-      clearInterval(timer);
-      sample();
-      const byGroup: Record<string, number> = {};
-      for (const [g, t] of [...acc].sort((a, b) => b[1] - a[1])) byGroup[g] = round(t / 100, 1);
-      const busy = round((totalBusyTicks() - busy0) / 100, 1);
-      byGroup.unattributed = round(busy - Object.values(byGroup).reduce((a, x) => a + x, 0), 1);
-      const top: Record<string, number> = {};
-      for (const [c, t] of [...byComm].sort((a, b) => b[1] - a[1]).slice(0, 15)) top[c] = round(t / 100, 1);
-      const cg1 = readCgroupNs();
-      const cgroupCoreSeconds = cg0 && cg1 ? { containers: round((cg1.libpod - cg0.libpod - (cg1.conmon - cg0.conmon)) / 1e9, 1), conmonRuncCleanup: round((cg1.conmon - cg0.conmon) / 1e9, 1) } : null;
-      return { byGroupCoreSeconds: byGroup, topCommands: top, machineBusyCoreSeconds: busy, cgroupCoreSeconds };
-    },
-  };
-}
-
 // ---------- the run ----------
 
 const s = loadSettings();
@@ -234,10 +113,10 @@ const connection = await workerConnection(s);
 const docker = countingDocker(dockerFromSettings(s));
 const common = { connection, namespace: s.temporal.namespace };
 const workers: Worker[] = [
-  await Worker.create({ ...common, taskQueue: CONTROL_QUEUE, workflowBundle: await workflowBundle(), activities: timed(controlActivities(s)) }),
+  await Worker.create({ ...common, taskQueue: CONTROL_QUEUE, workflowBundle: await workflowBundle(), activities: timed(controlActivities(s), () => current) }),
 ];
 const opts = { host: 'bench', image: sandboxImageTag(s), workerId: workerIdentity(), harnessPython: s.harness.bin };
-workers.push(await Worker.create({ ...common, taskQueue: sandboxQueue(opts.host), activities: timed({ ...createSandboxActivities(docker, opts), ...createGradingActivities(docker, opts) }) }));
+workers.push(await Worker.create({ ...common, taskQueue: sandboxQueue(opts.host), activities: timed({ ...createSandboxActivities(docker, opts), ...createGradingActivities(docker, opts) }, () => current) }));
 const running = Promise.all(workers.map((w) => w.run()));
 const settings: RolloutSettings = scriptedRolloutSettings(engine.url, { host: opts.host });
 

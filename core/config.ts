@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ENGINE_KINDS, LOSS_AGGS, RATIO_MODES, UPDATE_MODES, WEIGHT_TRANSFERS } from './contracts.js';
 import { SYSTEM_PROMPT } from './harness.js';
 import { redactUrlsIn, urlCredentialsProblem } from './exposure.js';
+import { ROUTER_POLICIES } from './router.js';
 
 const positiveInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
@@ -115,8 +116,8 @@ export const RunConfigSchema = z.strictObject({
     weightTransfer: z.enum(WEIGHT_TRANSFERS).default('disk').meta({
       description: "How each new version reaches vLLM and SGLang servers (docs/guides/engines.md \"Weights over the servers' own transfer routes\"). 'disk' = every server loads the published version folder (vLLM through the worker extension's reload_weights, SGLang /update_weights_from_disk). 'broadcast' = the trainer broadcasts the tensors over a process group it hosts (NCCL between GPUs, gloo on CPU) into the servers' own routes: vLLM /init_weight_transfer_engine, /start_weight_update, /update_weights, /finish_weight_update (launched with --weight-transfer-config); SGLang /init_weights_update_group, /begin_weight_update, /update_weights_from_distributed, /end_weight_update. The published folder is still written: a restarted server loads it. The reference engine always loads from disk. Needs the one-process trainer.",
     }),
-    router: z.enum(['least-loaded', 'sticky', 'round-robin']).default('least-loaded').meta({
-      description: 'Placement of generation requests (core/router.ts): \'least-loaded\' = the healthy engine with the least outstanding work, per request; \'sticky\' = a rollout stays on one engine, chosen by its group for prefix-cache reuse; \'round-robin\' = engines in turn, blind to load. The placement layer of the recipe.',
+    router: z.enum(ROUTER_POLICIES).default('least-loaded').meta({
+      description: 'Placement of generation requests (core/router.ts): \'least-loaded\' = the healthy engine with the least outstanding work, per request; \'sticky\' = a rollout stays on one engine, chosen by its group for prefix-cache reuse; \'round-robin\' = engines in turn, blind to load; \'cache-aware\' = a rollout\'s next turn goes back to the engine that holds its conversation as a cached prefix unless that engine carries more than core/router.ts CACHE_SLACK requests above the least loaded one, then to the least loaded. The placement layer of the recipe.',
     }),
   }).prefault({}).meta({ description: 'The inference engines: how many floe starts, which servers to use, and how requests are placed on them.' }),
   trainer: z.strictObject({

@@ -4,9 +4,25 @@
  *  - sticky: a rollout stays on the engine it started on, chosen by its prompt prefix (the
  *    task's group) for cache reuse; the failure mode the recipe reports: one engine piles up
  *    while others idle, and work stuck behind it goes stale.
- *  - round-robin: engines in turn, blind to load. */
+ *  - round-robin: engines in turn, blind to load.
+ *  - cache-aware: least-loaded with a home. A rollout's next turn returns to the engine that
+ *    served its last one (where its whole conversation so far is a cached prefix, so only the
+ *    new observation is prefilled) unless that engine's outstanding work exceeds the least
+ *    loaded engine's by more than `cacheSlack`; then it moves to the least loaded one, which
+ *    becomes its home. Sticky's cache reuse without sticky's pile-up (bench/placement_sim.ts
+ *    measures the four policies at the published scale). */
 
-export type RouterPolicy = 'least-loaded' | 'sticky' | 'round-robin';
+export type RouterPolicy = 'least-loaded' | 'sticky' | 'round-robin' | 'cache-aware';
+export const ROUTER_POLICIES = ['least-loaded', 'sticky', 'round-robin', 'cache-aware'] as const satisfies readonly RouterPolicy[];
+
+/** cache-aware: how much more outstanding work (running + waiting + floe's in-flight, the
+ *  `outstanding` measure) a rollout's home engine may carry than the least loaded engine before
+ *  the rollout moves. A move costs one full prefill of its conversation; staying behind a longer
+ *  queue costs the wait. `outstanding` counts a request about twice (the engine's running/waiting
+ *  and floe's in-flight), so 32 is about 16 requests. 32 was the fastest of 0–64 in
+ *  bench/placement_sim.ts at the published scale (docs/results.md, "Placement at the published
+ *  scale"); 0 is least-loaded with a tie-break for home. */
+export const CACHE_SLACK = 32;
 
 export interface EngineLoad {
   id: string;
@@ -33,7 +49,8 @@ export function hashKey(key: string): number {
 }
 
 export interface RouterState {
-  /** sticky: rollout → engine */
+  /** sticky and cache-aware: rollout → engine (sticky: where it started; cache-aware: where
+   *  its last turn ran) */
   pins: Map<string, string>;
   /** round-robin cursor */
   next: number;
@@ -43,17 +60,28 @@ export const newRouterState = (): RouterState => ({ pins: new Map(), next: 0 });
 
 export const outstanding = (e: EngineLoad): number => Math.max(e.running + e.waiting, 0) + e.inflight;
 
-/** Pick an engine id, or null when none is healthy. Mutates state (pins, cursor). */
-export function pickEngine(policy: RouterPolicy, engines: readonly EngineLoad[], req: RouteRequest, state: RouterState): string | null {
+/** The least loaded of `usable` (non-empty); ties (idle engines are common on a fast, small
+ *  model) rotate, so no engine is favoured just for coming first in the list. */
+function leastLoaded(usable: readonly EngineLoad[], state: RouterState): EngineLoad {
+  const least = Math.min(...usable.map(outstanding));
+  const tied = usable.filter((e) => outstanding(e) === least);
+  return tied[state.next++ % tied.length];
+}
+
+/** Pick an engine id, or null when none is healthy. Mutates state (pins, cursor).
+ *  `cacheSlack` tunes cache-aware only (see CACHE_SLACK). */
+export function pickEngine(policy: RouterPolicy, engines: readonly EngineLoad[], req: RouteRequest, state: RouterState, cacheSlack = CACHE_SLACK): string | null {
   const usable = engines.filter((e) => e.healthy && !req.exclude?.includes(e.id));
   if (usable.length === 0) return null;
   switch (policy) {
-    case 'least-loaded': {
-      // ties (idle engines are common on a fast, small model) rotate, so no engine is
-      // favoured just for coming first in the list
-      const least = Math.min(...usable.map(outstanding));
-      const tied = usable.filter((e) => outstanding(e) === least);
-      return tied[state.next++ % tied.length].id;
+    case 'least-loaded':
+      return leastLoaded(usable, state).id;
+    case 'cache-aware': {
+      const home = usable.find((e) => e.id === state.pins.get(req.rolloutId));
+      const least = leastLoaded(usable, state);
+      const chosen = home && outstanding(home) <= outstanding(least) + cacheSlack ? home : least;
+      state.pins.set(req.rolloutId, chosen.id);
+      return chosen.id;
     }
     case 'sticky': {
       const pinned = state.pins.get(req.rolloutId);

@@ -27,7 +27,9 @@ export interface ScriptedEngine {
   close(): Promise<void>;
 }
 
-export async function startScriptedEngine(opts: { fallback?: ScriptedOutput; version?: number } = {}): Promise<ScriptedEngine> {
+/** `delayMs`: each completion is answered that long after it arrives (counted as running in
+ *  /metrics meanwhile), a generation's time without a model (bench/scale.ts). */
+export async function startScriptedEngine(opts: { fallback?: ScriptedOutput; version?: number; delayMs?: number } = {}): Promise<ScriptedEngine> {
   const scripts = new Map<string, ScriptedOutput[]>();
   const requests: { user: string; prompt: number[] }[] = [];
   let running = 0;
@@ -55,14 +57,18 @@ export async function startScriptedEngine(opts: { fallback?: ScriptedOutput; ver
       const tokenIds = out.tokenIds ?? (finish === 'stop' ? [...generated, EOS] : generated);
       const text = out.text ?? Buffer.from(tokenIds.filter((t) => t < 256)).toString('utf8');
       const promptIds = r.prompt;
-      running--;
-      send(200, {
-        id: `cmpl-${requests.length}`,
-        object: 'text_completion',
-        model: 'scripted-test-double',
-        choices: [{ index: 0, text, finish_reason: finish, token_ids: tokenIds, prompt_token_ids: promptIds, logprobs: { token_logprobs: tokenIds.map(() => -0.1) }, weight_versions: tokenIds.map(() => opts.version ?? 0) }],
-        usage: { prompt_tokens: promptIds.length, completion_tokens: tokenIds.length },
-      });
+      const answer = () => {
+        running--;
+        send(200, {
+          id: `cmpl-${requests.length}`,
+          object: 'text_completion',
+          model: 'scripted-test-double',
+          choices: [{ index: 0, text, finish_reason: finish, token_ids: tokenIds, prompt_token_ids: promptIds, logprobs: { token_logprobs: tokenIds.map(() => -0.1) }, weight_versions: tokenIds.map(() => opts.version ?? 0) }],
+          usage: { prompt_tokens: promptIds.length, completion_tokens: tokenIds.length },
+        });
+      };
+      if (opts.delayMs) setTimeout(answer, opts.delayMs);
+      else answer();
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));

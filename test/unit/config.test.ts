@@ -22,6 +22,7 @@ describe('run config', () => {
     const c = parseRunConfig({});
     expect(c.tasks.source).toBe('toy');
     expect(c.engines.router).toBe('least-loaded');
+    expect(parseRunConfig({ engines: { router: 'cache-aware' } }).engines.router).toBe('cache-aware');
     expect(c.rollout.groupSize).toBeGreaterThan(1);
     expect(c.sandbox.memoryMb).toBeGreaterThan(0);
   });

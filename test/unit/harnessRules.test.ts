@@ -5,7 +5,7 @@ import { endsTurn, nextPrompt, renderDrift, rolloutSequence } from '../../core/t
 import { detectShortcuts } from '../../core/shortcuts.js';
 import { checkRawOutput } from '../../core/toolFormat.js';
 import { renderToolCall } from '../../core/tools.js';
-import { newRouterState, pickEngine, type EngineLoad } from '../../core/router.js';
+import { newRouterState, pickEngine, releaseRollout, type EngineLoad } from '../../core/router.js';
 import { groupAdvantages } from '../../core/advantages.js';
 import { movingAverage, stressVerdict } from '../../core/stress.js';
 
@@ -121,6 +121,36 @@ describe('router policy', () => {
     expect(pickEngine('sticky', [load('a', 100), load('b', 100)].map((e) => (e.id === first ? { ...e, running: 500 } : e)), { rolloutId: 'r1' }, s)).toBe(first);
     const other = first === 'a' ? 'b' : 'a';
     expect(pickEngine('sticky', [load('a', 0), load('b', 0)].map((e) => (e.id === first ? { ...e, healthy: false } : e)), { rolloutId: 'r1' }, s)).toBe(other);
+  });
+
+  it('cache-aware places a first turn least-loaded, then keeps the rollout where its prefix is cached within the slack', () => {
+    const s = newRouterState();
+    const first = pickEngine('cache-aware', [load('a', 6), load('b', 2), load('c', 4)], { rolloutId: 'r1' }, s, 4);
+    expect(first).toBe('b');
+    // its home is now 4 above the least loaded engine: within the slack, it stays
+    expect(pickEngine('cache-aware', [load('a', 1), load('b', 5), load('c', 9)], { rolloutId: 'r1' }, s, 4)).toBe('b');
+    // negative control: the same loads under least-loaded move it
+    expect(pickEngine('least-loaded', [load('a', 1), load('b', 5), load('c', 9)], { rolloutId: 'r1' }, newRouterState())).toBe('a');
+  });
+
+  it('cache-aware moves a rollout whose home is more than the slack above the least loaded, and the new engine becomes home', () => {
+    const s = newRouterState();
+    expect(pickEngine('cache-aware', [load('a', 0), load('b', 3)], { rolloutId: 'r1' }, s, 4)).toBe('a');
+    expect(pickEngine('cache-aware', [load('a', 2, 3, 1), load('b', 0)], { rolloutId: 'r1' }, s, 4)).toBe('b'); // a: 6 > 0 + 4
+    expect(pickEngine('cache-aware', [load('a', 0), load('b', 4)], { rolloutId: 'r1' }, s, 4)).toBe('b'); // home moved to b, 4 ≤ 0 + 4
+    // an unhealthy or excluded home is left, whatever the slack
+    expect(pickEngine('cache-aware', [load('a', 9), load('b', 0, 0, 0, false)], { rolloutId: 'r1' }, s, 100)).toBe('a');
+    expect(pickEngine('cache-aware', [load('a', 9), load('b', 0)], { rolloutId: 'r1', exclude: ['a'] }, s, 100)).toBe('b');
+    expect(pickEngine('cache-aware', [load('a', 9), load('b', 0)], { rolloutId: 'r1', exclude: ['a', 'b'] }, s)).toBeNull();
+  });
+
+  it('cache-aware with slack 0 is least-loaded that prefers home on a tie; releasing a rollout forgets its home', () => {
+    const s = newRouterState();
+    expect(pickEngine('cache-aware', [load('a', 1), load('b', 1)], { rolloutId: 'r1' }, s, 0)).toBe('a');
+    expect([0, 1, 2].map(() => pickEngine('cache-aware', [load('a', 1), load('b', 1)], { rolloutId: 'r1' }, s, 0))).toEqual(['a', 'a', 'a']);
+    expect(pickEngine('cache-aware', [load('a', 2), load('b', 1)], { rolloutId: 'r1' }, s, 0)).toBe('b');
+    releaseRollout(s, 'r1');
+    expect(s.pins.has('r1')).toBe(false);
   });
 
   it('round-robin cycles blind to load', () => {
