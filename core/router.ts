@@ -54,9 +54,23 @@ export interface RouterState {
   pins: Map<string, string>;
   /** round-robin cursor */
   next: number;
+  /** The most pins kept: the least recently placed rollouts are forgotten beyond it. */
+  maxPins: number;
 }
 
-export const newRouterState = (): RouterState => ({ pins: new Map(), next: 0 });
+/** Pins kept per control worker: far above any window of rollouts in flight (each placement
+ *  refreshes its rollout's pin), so only finished rollouts are forgotten, and the map stays
+ *  bounded even though nothing tells the router when a rollout ends. */
+export const MAX_PINS = 65_536;
+
+export const newRouterState = (maxPins = MAX_PINS): RouterState => ({ pins: new Map(), next: 0, maxPins });
+
+/** Pin a rollout to an engine as its most recent placement; the least recent beyond maxPins go. */
+function pin(state: RouterState, rolloutId: string, engineId: string): void {
+  state.pins.delete(rolloutId);
+  state.pins.set(rolloutId, engineId);
+  while (state.pins.size > state.maxPins) state.pins.delete(state.pins.keys().next().value as string);
+}
 
 export const outstanding = (e: EngineLoad): number => Math.max(e.running + e.waiting, 0) + e.inflight;
 
@@ -80,15 +94,18 @@ export function pickEngine(policy: RouterPolicy, engines: readonly EngineLoad[],
       const home = usable.find((e) => e.id === state.pins.get(req.rolloutId));
       const least = leastLoaded(usable, state);
       const chosen = home && outstanding(home) <= outstanding(least) + cacheSlack ? home : least;
-      state.pins.set(req.rolloutId, chosen.id);
+      pin(state, req.rolloutId, chosen.id);
       return chosen.id;
     }
     case 'sticky': {
       const pinned = state.pins.get(req.rolloutId);
-      if (pinned && usable.some((e) => e.id === pinned)) return pinned;
+      if (pinned && usable.some((e) => e.id === pinned)) {
+        pin(state, req.rolloutId, pinned);
+        return pinned;
+      }
       // first placement (or the pinned engine failed): the engine that holds this prefix
       const chosen = usable[hashKey(req.affinityKey ?? req.rolloutId) % usable.length].id;
-      state.pins.set(req.rolloutId, chosen);
+      pin(state, req.rolloutId, chosen);
       return chosen;
     }
     case 'round-robin':

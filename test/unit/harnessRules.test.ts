@@ -101,6 +101,21 @@ describe('router policy', () => {
     expect(pickEngine('least-loaded', [load('a', 0), load('b', 9)], { rolloutId: 'r', exclude: ['a'] }, s)).toBe('b');
   });
 
+  it('pins stay bounded: the least recently placed rollouts are forgotten, a rollout still placing keeps its engine', () => {
+    const s = newRouterState(3);
+    const engines = [load('a', 0), load('b', 0), load('c', 0)];
+    const first = pickEngine('sticky', engines, { rolloutId: 'r0' }, s);
+    for (const r of ['r1', 'r2']) pickEngine('sticky', engines, { rolloutId: r }, s);
+    pickEngine('sticky', engines, { rolloutId: 'r0' }, s); // r0 places again: most recent now
+    pickEngine('sticky', engines, { rolloutId: 'r3' }, s); // over the cap: r1, the least recent, goes
+    expect([...s.pins.keys()].sort()).toEqual(['r0', 'r2', 'r3']);
+    expect(s.pins.get('r0')).toBe(first);
+    // negative control: without the cap every pin stays
+    const unbounded = newRouterState(100);
+    for (const r of ['r0', 'r1', 'r2', 'r3']) pickEngine('cache-aware', engines, { rolloutId: r }, unbounded);
+    expect(unbounded.pins.size).toBe(4);
+  });
+
   it('least-loaded rotates among equally loaded engines', () => {
     const s = newRouterState();
     const idle = [load('a', 0), load('b', 0), load('c', 5)];
