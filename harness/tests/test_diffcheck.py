@@ -395,8 +395,10 @@ def test_second_hang_in_the_same_test_is_cut(tmp_path: Path) -> None:
     """Two hanging statements in one test must both be cut, and the script must finish."""
     repo = make_repo(tmp_path, "def spin():\n    while True:\n        pass\n",
                      "import m\n\ndef test_spin():\n    m.spin()\n    m.spin()\n")
+    # a hang never ends; 60 s tells it from a slow run on a busy machine (7 s timed out beside a
+    # running demo once the check also ran the tests under pytest)
     try:
-        check(repo, timeout=7)
+        check(repo, timeout=60)
     except subprocess.TimeoutExpired:
         pytest.fail("diffcheck hung on the second hanging statement")
 
@@ -414,7 +416,7 @@ def test_hang_inside_except_exception_loop_is_cut(tmp_path: Path) -> None:
                     pass
     """, "import m\n\ndef test_retry():\n    m.retry()\n")
     try:
-        check(repo, timeout=5)
+        check(repo, timeout=60)  # a hang never ends; 60 s tells it from a slow run on a busy machine
     except subprocess.TimeoutExpired:
         pytest.fail("diffcheck hung: the code under test swallowed the timeout")
 
