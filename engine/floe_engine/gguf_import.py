@@ -18,7 +18,6 @@ progress on stderr, one JSON line on stdout.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -28,6 +27,8 @@ import tempfile
 import time
 import zipfile
 from typing import Optional
+
+from . import checksum
 
 # Bump when the folder's contents change for the same input, so old builds are redone.
 BUILDER_VERSION = 1
@@ -44,11 +45,7 @@ def log(msg: str) -> None:
 
 
 def sha256_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return checksum.digest_file(path, checksum.SHA256)
 
 
 def read_json(path: str) -> Optional[dict]:
