@@ -25,6 +25,7 @@ import time
 from typing import Optional
 
 from . import checksum
+from .atomic_dir import replace_dir
 
 # Bump when the folder's contents change for the same inputs, so old builds are redone.
 BUILDER_VERSION = 1
@@ -155,13 +156,7 @@ def main(argv=None) -> int:
         log(f"writing {out} ...")
         write_folder(tmp, tok, specials, template, build)
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; the folder is read by other users' engines too
-        if os.path.exists(out):  # a stale build: move it aside so the swap is two renames
-            trash = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.old.", dir=os.path.dirname(out))
-            os.rename(out, os.path.join(trash, "old"))
-            os.rename(tmp, out)
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            os.rename(tmp, out)
+        replace_dir(tmp, out)  # a stale build is moved aside: the swap is two renames
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -29,6 +29,7 @@ import zipfile
 from typing import Optional
 
 from . import checksum
+from .atomic_dir import replace_dir
 
 # Bump when the folder's contents change for the same input, so old builds are redone.
 BUILDER_VERSION = 1
@@ -162,13 +163,7 @@ def build(out: str, source: dict, dtype: str, get_gguf) -> dict:
         os.chmod(tmp, 0o755)  # mkdtemp makes it private; other users' engines read the folder too
         for n in os.listdir(tmp):
             os.chmod(os.path.join(tmp, n), 0o644)
-        if os.path.exists(out):  # a stale build: moved aside so the swap is two renames
-            trash = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.old.", dir=parent)
-            os.rename(out, os.path.join(trash, "old"))
-            os.rename(tmp, out)
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            os.rename(tmp, out)
+        replace_dir(tmp, out)  # a stale build is moved aside: the swap is two renames
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
