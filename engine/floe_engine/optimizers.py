@@ -104,6 +104,8 @@ class ShardedOptimizer(_OptimizerBase):
         for g in grads:
             sq += g.detach().double().pow(2).sum()
         if dist.is_initialized():
+            if sq.device.type == "cpu" and dist.get_backend() == "nccl":
+                sq = sq.cuda()  # shards offloaded to host memory; NCCL reduces device tensors only
             dist.all_reduce(sq)
         return float(sq.sqrt())
 

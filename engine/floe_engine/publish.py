@@ -202,6 +202,8 @@ def publish_sharded(trainer, timings: Optional[dict] = None, files_per_rank: int
                 e0 = torch.cuda.Event(enable_timing=True)
                 e0.record()
             if isinstance(t, DTensor):
+                if cuda and t.device.type != "cuda":
+                    t = t.to(ctx.device)  # shards offloaded to host memory: gather them on the GPU
                 full = (t.to(dt) if t.dtype != dt else t).full_tensor()
             else:
                 full = t.detach().to(dt)

@@ -71,10 +71,16 @@ def checkpoint_activations(block: nn.Module) -> None:
     block.forward = forward
 
 
-def shard_policy(policy: Policy, ctx: DistContext, activation_checkpointing: bool = False) -> PolicyRoot:
+def shard_policy(policy: Policy, ctx: DistContext, activation_checkpointing: bool = False,
+                 offload_optimizer: bool = False) -> PolicyRoot:
     """fully_shard the policy in place (fp32 shards, compute in ``policy.dtype``); returns the root.
-    ``activation_checkpointing``: every block recomputes its activations in the backward."""
-    from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+    ``activation_checkpointing``: every block recomputes its activations in the backward.
+    ``offload_optimizer``: the fp32 shards, their gradients and so the optimizer's moments live in
+    host memory (FSDP2's ``CPUOffloadPolicy``, pinned on a GPU): each forward and backward copies a
+    block's shard to the device as it gathers it, the gradients come back, and the optimizer
+    steps on the CPU. GPU memory then holds activations and one gathered block at a time, not
+    the 16 bytes a parameter of fp32 master, gradient and AdamW moments."""
+    from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, fully_shard
 
     if policy.device != ctx.device:
         raise ValueError(f"the policy is on {policy.device} but this rank runs on {ctx.device}; "
@@ -83,12 +89,15 @@ def shard_policy(policy: Policy, ctx: DistContext, activation_checkpointing: boo
         for p in policy.module.parameters():
             p.data = p.data.float()
     mp = MixedPrecisionPolicy(param_dtype=policy.dtype, reduce_dtype=torch.float32)
+    kw: dict = {"mp_policy": mp}
+    if offload_optimizer:
+        kw["offload_policy"] = CPUOffloadPolicy(pin_memory=ctx.device.type == "cuda")
     for blk in transformer_blocks(policy):
         if activation_checkpointing:
             checkpoint_activations(blk)
-        fully_shard(blk, mp_policy=mp)
+        fully_shard(blk, **kw)
     root = PolicyRoot(policy.module)
-    fully_shard(root, mp_policy=mp)
+    fully_shard(root, **kw)
     for m in root.modules():
         if isinstance(m, FSDPModule):
             # sum over ranks (the loss is normalised globally); a plain SUM collective, as gloo

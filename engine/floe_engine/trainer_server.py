@@ -180,13 +180,16 @@ def main(argv=None) -> None:
                     help="sharded trainer: pack samples into unpadded token-budget micro-batches (config.micro_batch_tokens), "
                          "attention per sample with no mask (default on; models with linear-attention layers pad); "
                          "--no-pack pads every micro-batch")
+    ap.add_argument("--offload-optimizer", action="store_true",
+                    help="sharded trainer: keep the fp32 master shards, their gradients and the optimizer state in host "
+                         "memory and step the optimizer on the CPU (a larger model on one GPU; slower steps)")
     ap.add_argument("--dist-timeout-s", type=float, default=7 * 86400,
                     help="sharded trainer: process-group timeout (ranks > 0 wait that long for a request)")
     a = ap.parse_args(argv)
     if a.fsdp or launched_by_torchrun():
         return main_sharded(a)
-    if a.state_every or a.no_resume or a.activation_checkpointing or a.pack is not None:
-        ap.error("--state-every / --no-resume / --activation-checkpointing / --pack belong to the sharded trainer: "
+    if a.state_every or a.no_resume or a.activation_checkpointing or a.pack is not None or a.offload_optimizer:
+        ap.error("--state-every / --no-resume / --activation-checkpointing / --pack / --offload-optimizer belong to the sharded trainer: "
                  "add --fsdp (or launch with torchrun)")
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -227,7 +230,7 @@ def main_sharded(a) -> None:
     pub = policy.dtype if a.publish_dtype == "auto" else parse_dtype(a.publish_dtype, policy.device)
     trainer = FSDPTrainer(policy, version, a.publish_dir, ctx, state_every=1 if a.state_every is None else a.state_every,
                           state_keep=a.state_keep, activation_checkpointing=a.activation_checkpointing,
-                          pack=a.pack is not False, publish_dtype=pub, optimizer=a.optimizer, peak_tflops=a.peak_tflops)
+                          pack=a.pack is not False, offload_optimizer=a.offload_optimizer, publish_dtype=pub, optimizer=a.optimizer, peak_tflops=a.peak_tflops)
     box = [None if a.no_resume else trainer_state.latest(a.publish_dir)]  # rank 0 decides for all
     dist.broadcast_object_list(box, src=0, group=ctx.cmd_group)
     t_resume = time.perf_counter()

@@ -203,7 +203,8 @@ def test_world_size_2_step_equals_world_size_1(launch, ckpt_dir, tmp_path):
     steps = [(b1, CFG1), (b2, CFG2)]
     ref = reference_steps(v0, tmp_path / "ref", steps)
     runs = {}
-    setups = {"ws2": (2, []), "ws2pack": (2, ["--pack"])}  # --pack: unpadded token-budget bins
+    # --pack: unpadded token-budget bins; --offload-optimizer: shards, gradients and optimizer in host memory
+    setups = {"ws2": (2, []), "ws2pack": (2, ["--pack"]), "ws2offload": (2, ["--offload-optimizer"])}
     for name, (world, extra) in setups.items():
         pub = tmp_path / name
         t = launch(world, "--checkpoint", v0, "--publish-dir", pub, "--optimizer", "sgd", "--state-every", "0",
