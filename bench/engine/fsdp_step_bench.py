@@ -83,6 +83,7 @@ def main() -> None:
                          "reference (transformers' torch kernel), each run over every path")
     ap.add_argument("--profile", action="store_true", help="one more step per layout and path under the profiler")
     ap.add_argument("--no-activation-checkpointing", action="store_true")
+    ap.add_argument("--compile-blocks", action="store_true", help="each transformer block's forward through torch.compile")
     ap.add_argument("--offload-optimizer", action="store_true",
                     help="fp32 shards, gradients and optimizer state in host memory, the optimizer step on the CPU")
     ap.add_argument("--publish-dir", default=None, help="default: a temporary folder (deleted)")
@@ -114,14 +115,15 @@ def main() -> None:
     sharding.checkpoint_activations = marked_checkpoint
     t0 = time.perf_counter()
     trainer = FSDPTrainer(policy, 0, pub, ctx, state_every=0, activation_checkpointing=ac,
-                          offload_optimizer=a.offload_optimizer, publish_dtype=policy.dtype)
+                          offload_optimizer=a.offload_optimizer, compile_blocks=a.compile_blocks,
+                          publish_dtype=policy.dtype)
     step_profile.instrument(trainer)
     peak = step_metrics.peak_flops(dev)
     res["model"] = {"spec": model_spec(a.model, a.smoke), "parameters": policy.num_parameters(),
                     "block_linear_weights": linear_weights,
                     "vocab_size": policy.vocab_size, "dtype": str(policy.dtype), "build_s": round(build_s, 2),
                     "shard_s": round(time.perf_counter() - t0, 2), "activation_checkpointing": ac,
-                    "offload_optimizer": a.offload_optimizer,
+                    "offload_optimizer": a.offload_optimizer, "compile_blocks": a.compile_blocks,
                     "packable": packed_attention.packable(policy), "packed_kernel": packed_attention.kernel_name(dev),
                     "peak_flops": peak,
                     "memory_after_shard_bytes": torch.cuda.memory_allocated(dev) if dev.type == "cuda" else None}

@@ -66,12 +66,13 @@ class FSDPTrainer(Trainer):
 
     def __init__(self, policy: Policy, version: int, publish_dir: str, ctx: DistContext,
                  state_every: int = 1, state_keep: int = 1, activation_checkpointing: bool = False,
-                 pack: bool = True, dense_pack_mask: bool = False, offload_optimizer: bool = False, **kw):
+                 pack: bool = True, dense_pack_mask: bool = False, offload_optimizer: bool = False,
+                 compile_blocks: bool = False, **kw):
         self.ctx = ctx
         self.channel = CommandChannel(ctx)
         if getattr(policy, "kind", None) == "hf":
             gated_delta.install(policy.module)  # Qwen3.5's linear-attention layers: floe's chunked kernel
-        self.root = shard_policy(policy, ctx, activation_checkpointing, offload_optimizer)
+        self.root = shard_policy(policy, ctx, activation_checkpointing, offload_optimizer, compile_blocks)
         self.offload_optimizer = offload_optimizer
         self.activation_checkpointing = activation_checkpointing
         self.packing = pack and packed_attention.packable(policy)

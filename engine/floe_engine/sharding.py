@@ -71,15 +71,23 @@ def checkpoint_activations(block: nn.Module) -> None:
     block.forward = forward
 
 
+def compile_block(block: nn.Module) -> None:
+    """The block's own forward through ``torch.compile`` (dynamic shapes: rollouts differ in
+    length), set before activation checkpointing and ``fully_shard`` so that the recompute runs
+    the compiled code and FSDP's gathers stay outside the graph."""
+    block.forward = torch.compile(block.forward, dynamic=True)
+
+
 def shard_policy(policy: Policy, ctx: DistContext, activation_checkpointing: bool = False,
-                 offload_optimizer: bool = False) -> PolicyRoot:
+                 offload_optimizer: bool = False, compile_blocks: bool = False) -> PolicyRoot:
     """fully_shard the policy in place (fp32 shards, compute in ``policy.dtype``); returns the root.
     ``activation_checkpointing``: every block recomputes its activations in the backward.
     ``offload_optimizer``: the fp32 shards, their gradients and so the optimizer's moments live in
     host memory (FSDP2's ``CPUOffloadPolicy``, pinned on a GPU): each forward and backward copies a
     block's shard to the device as it gathers it, the gradients come back, and the optimizer
     steps on the CPU. GPU memory then holds activations and one gathered block at a time, not
-    the 16 bytes a parameter of fp32 master, gradient and AdamW moments."""
+    the 16 bytes a parameter of fp32 master, gradient and AdamW moments.
+    ``compile_blocks``: each block's forward compiled (``compile_block``)."""
     from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, fully_shard
 
     if policy.device != ctx.device:
@@ -93,6 +101,8 @@ def shard_policy(policy: Policy, ctx: DistContext, activation_checkpointing: boo
     if offload_optimizer:
         kw["offload_policy"] = CPUOffloadPolicy(pin_memory=ctx.device.type == "cuda")
     for blk in transformer_blocks(policy):
+        if compile_blocks:
+            compile_block(blk)
         if activation_checkpointing:
             checkpoint_activations(blk)
         fully_shard(blk, **kw)
