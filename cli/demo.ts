@@ -231,7 +231,7 @@ const portOf = (url: string): number => Number(new URL(url).port);
  *  A demo that was killed is resumed by the next one (see the top of this file). */
 /** `startedAtMs`: where the run's minutes start (default: this process's start; `floe stress`
  *  gives each layer its own start). */
-export async function runDemo(s: Settings, base: RunConfig, opts: { label?: string; startedAtMs?: number } = {}): Promise<{ runId: string; dir: string; ok: boolean }> {
+export async function runDemo(s: Settings, base: RunConfig, opts: { label?: string; startedAtMs?: number; verdict?: boolean } = {}): Promise<{ runId: string; dir: string; ok: boolean }> {
   const say = (m: string) => process.stdout.write(`${m}\n`);
   const hash = configHash(base);
   const client = await temporalClient(s);
@@ -346,6 +346,14 @@ export async function runDemo(s: Settings, base: RunConfig, opts: { label?: stri
     await drainRun(client, runId, say, 180_000);
     const { html, json } = await writeReport(db, runId, dir);
     const summary = JSON.parse(fs.readFileSync(json, 'utf8')) as { updates: { meanReward: number | null }[]; epochs?: number | null };
+    if (opts.verdict === false) {
+      // `floe run start` hosting the run: the stress test's rules are the main job's, not this run's
+      const st = await getRunStatus(client, runId);
+      ok = st.state === 'completed';
+      say(`\nrun ${runId} ${st.state}: ${st.updatesDone} updates, ${summary.updates.map((u) => u.meanReward?.toFixed(3) ?? '–').join(' ')} batch reward`);
+      say(`  report  ${path.relative(process.cwd(), html)}\n  summary ${path.relative(process.cwd(), json)}`);
+      return { runId, dir, ok };
+    }
     const evals = await listEvaluations(db, runId);
     const poolPass1 = (label: 'start' | 'end') => poolPass(evals.filter((e) => e.label === label && e.inPool)).pass1;
     // minutes of this process (the one-time bootstrap before it is not counted; a resumed run

@@ -8,7 +8,7 @@ import { temporalClient } from '../workers/connect.js';
 import { getRunStatus, listRuns, pause, resume, startRun, stop, webUiLink, runWorkflowId } from '../client/runs.js';
 import { flag, parseArgs, UsageError } from './args.js';
 import { loadRunConfig } from './config.js';
-import { ConfigError, RunConfigSchema, parseRunConfig } from '../core/config.js';
+import { ConfigError, RunConfigSchema, parseRunConfig, type RunConfig } from '../core/config.js';
 import { CONFIG_DOC_FILE, renderConfigDoc } from '../core/configDoc.js';
 import { runDemo } from './demo.js';
 import { writeReport } from '../report/write.js';
@@ -25,7 +25,8 @@ usage:
   floe down                                               stop what floe up started
   floe doctor [--json]                                    state of each component, and fixes
   floe worker <control|sandbox|gpu|all> [--node NAME]     run a worker (all roles: embedded default)
-  floe run start [CONFIG.yaml] [--set key.path=value]…    start a training run
+  floe run start [CONFIG.yaml] [--set key.path=value]…    start a training run (a config listing no servers:
+                                                          hosted here on embedded ones, as floe demo does)
   floe run list                                           runs known to Temporal
   floe run status <run-id> [--json]
   floe run pause|resume|stop <run-id>
@@ -255,10 +256,22 @@ function configCommand(argv: string[]): number {
   return 0;
 }
 
+/** A run with no servers of the user's own (no engine endpoints, no trainer url, embedded
+ *  engines asked for) is hosted by `floe run start` itself, as `floe demo` hosts the main job. */
+const hostsItself = (c: RunConfig): boolean => !c.engines.endpoints.length && !c.trainer.url && c.engines.count > 0;
+
 async function runCommand(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
   const s = loadSettings();
   const p = parseArgs(rest, { set: 'multi', json: 'bool' });
+  if (sub === 'start') {
+    const config = loadRunConfig(p.positional[0], p.flags.get('set') ?? []);
+    if (hostsItself(config)) {
+      console.log(`floe run start: no engines.endpoints and no trainer.url, so this process hosts the run on this machine (${config.engines.count} embedded reference engine(s), a trainer and every worker), follows it to its end and stops them; Ctrl-C ends it. For servers of your own, list them in engines.endpoints and trainer.url.`);
+      await up(s);
+      return (await runDemo(s, config, { verdict: false })).ok ? 0 : 1;
+    }
+  }
   const client = await temporalClient(s);
   const runId = () => {
     const id = p.positional[0];

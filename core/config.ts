@@ -102,10 +102,10 @@ export const RunConfigSchema = z.strictObject({
   }).prefault({}).meta({ description: 'The model being trained: its weights, tokenizer, chat template and sampling.' }),
   engines: z.strictObject({
     count: nonNegInt.max(16).default(2).meta({
-      description: 'Reference engines that `floe demo`, `floe stress` and `floe eval` start on this machine; 0 when `endpoints` lists servers of your own (`floe run start` starts none).',
+      description: 'Reference engines that `floe demo`, `floe stress` and `floe eval` start on this machine, and `floe run start` when neither `endpoints` nor `trainer.url` is given (it then hosts the run in its own process, as `floe demo` does); 0 when `endpoints` lists servers of your own.',
     }),
     endpoints: z.array(EngineSchema).default([]).meta({
-      description: 'The inference servers the run generates with. `floe run start` needs at least one; `floe demo` fills it with the engines it starts when empty.',
+      description: 'The inference servers the run generates with. Empty: `floe demo` (and `floe run start`, when `trainer.url` is empty too) fills it with the embedded engines it starts; `floe run start` with a `trainer.url` needs at least one.',
     }),
     generateTimeoutSeconds: positiveInt.max(480).default(300).meta({
       description: 'How long floe waits for one generation request before it stops waiting, aborts it and tries another engine. A request that times out on a server that still answers its health route is a slow request on a loaded server, not a dead engine: the engine is not resynced. At most 480 (the generation activity itself ends after 10 minutes).',
@@ -122,7 +122,7 @@ export const RunConfigSchema = z.strictObject({
   }).prefault({}).meta({ description: 'The inference engines: how many floe starts, which servers to use, and how requests are placed on them.' }),
   trainer: z.strictObject({
     url: z.string().superRefine(withoutCredentials).default('').meta({
-      description: 'Base URL of the trainer server (python -m floe_engine.trainer_server), as the gpu worker on `node` reaches it (a loopback address works there). \'\' = none: `floe demo` starts one, `floe run start` refuses the run. No user:password@ in it.',
+      description: 'Base URL of the trainer server (python -m floe_engine.trainer_server), as the gpu worker on `node` reaches it (a loopback address works there). \'\' = none: `floe demo` starts one, as does `floe run start` when `engines.endpoints` is empty too (otherwise it refuses the run). No user:password@ in it.',
     }),
     node: z.string().min(1).default('local').meta({
       description: 'The node the trainer runs on: its gpu worker (task queue floe-gpu@NODE, `floe worker gpu --node NODE`) sends each weight update to the trainer.',
