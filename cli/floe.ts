@@ -8,7 +8,8 @@ import { temporalClient } from '../workers/connect.js';
 import { getRunStatus, listRuns, pause, resume, startRun, stop, webUiLink, runWorkflowId } from '../client/runs.js';
 import { flag, parseArgs, UsageError } from './args.js';
 import { loadRunConfig } from './config.js';
-import { ConfigError, RunConfigSchema, parseRunConfig, type RunConfig } from '../core/config.js';
+import { ConfigError, RunConfigSchema, parseRunConfig } from '../core/config.js';
+import { hostsItself } from '../core/runHosting.js';
 import { CONFIG_DOC_FILE, renderConfigDoc } from '../core/configDoc.js';
 import { runDemo } from './demo.js';
 import { writeReport } from '../report/write.js';
@@ -255,10 +256,6 @@ function configCommand(argv: string[]): number {
   console.log(`wrote ${CONFIG_DOC_FILE}`);
   return 0;
 }
-
-/** A run with no servers of the user's own (no engine endpoints, no trainer url, embedded
- *  engines asked for) is hosted by `floe run start` itself, as `floe demo` hosts the main job. */
-const hostsItself = (c: RunConfig): boolean => !c.engines.endpoints.length && !c.trainer.url && c.engines.count > 0;
 
 async function runCommand(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
