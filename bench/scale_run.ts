@@ -127,12 +127,23 @@ function historyWarnings(from: number): string[] {
 let result: Record<string, unknown> | null = null;
 let failure: unknown = null;
 const timers: NodeJS.Timeout[] = [];
+let started: { runId: string; workflowId: string } | null = null;
+/** Rollouts in flight over time: rows of the run recorded as started and not yet ended (a
+ *  child the server has not started yet, or whose first task has not run, is not counted). */
+const inFlightSamples: { s: number; running: number; rows: number }[] = [];
 try {
   const pg0 = await pgCounters();
   const log0 = logSize();
   const cpu = startCpuSampler();
   const t0 = Date.now();
-  const { runId, workflowId } = await startRun(client, config);
+  started = await startRun(client, config);
+  const { runId, workflowId } = started;
+  timers.push(setInterval(() => {
+    void db.query<{ running: number; rows: number }>(`select count(*) filter (where status = 'running')::int as running, count(*)::int as rows from rollouts where run_id = $1`, [runId]).then(
+      (q) => { inFlightSamples.push({ s: Math.round((Date.now() - t0) / 1000), ...q.rows[0] }); },
+      () => undefined,
+    );
+  }, 5000));
   process.stderr.write(`[scale-run] run ${runId}: ${IN_FLIGHT} in flight, ${UPDATES} updates of ${GROUPS_PER_UPDATE}×${GROUP}\n`);
   const handle = client.workflow.getHandle(workflowId);
   timers.push(setInterval(() => {
@@ -159,7 +170,7 @@ try {
 
   // every execution of the run (continue-as-new makes several): its history, and the rollouts it started
   const executions: { runId: string; events: number; bytes: number; rolloutsStarted: number; childEvents: number }[] = [];
-  const started: string[] = [];
+  const startedIds: string[] = [];
   for await (const wf of client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
     const h = await client.workflow.getHandle(workflowId, wf.runId).fetchHistory();
     const events = h.events ?? [];
@@ -170,7 +181,7 @@ try {
       const init = e.startChildWorkflowExecutionInitiatedEventAttributes;
       if (init?.workflowType?.name !== 'rollout') continue;
       const arg = JSON.parse(Buffer.from(init.input!.payloads![0].data!).toString('utf8')) as { rolloutId: string };
-      started.push(arg.rolloutId);
+      startedIds.push(arg.rolloutId);
       n++;
     }
     executions.push({ runId: wf.runId, events: events.length, bytes: proto.temporal.api.history.v1.History.encode(h).finish().length, rolloutsStarted: n, childEvents });
@@ -182,15 +193,15 @@ try {
   const versions = (await db.query<{ version: number; batch_rollouts: number | null; discarded_stale: number | null }>('select version, batch_rollouts, discarded_stale from policy_versions where run_id = $1 order by version', [runId])).rows;
   const turns = (await db.query<{ n: number }>('select count(*)::int as n from turns t join rollouts r using (rollout_id) where r.run_id = $1', [runId])).rows[0].n;
   const rowIds = new Set(rows.map((r) => r.rollout_id));
-  const startedSet = new Set(started);
+  const startedSet = new Set(startedIds);
   const memberIds = new Set(members.map((m) => m.rollout_id));
   const byStatus: Record<string, number> = {};
   const byGate: Record<string, number> = {};
   for (const r of rows) { byStatus[r.status] = (byStatus[r.status] ?? 0) + 1; byGate[r.gate ?? 'none'] = (byGate[r.gate ?? 'none'] ?? 0) + 1; }
   const discarded = rows.filter((r) => r.status === 'discarded').map((r) => r.rollout_id);
   const accounting = {
-    rolloutsStarted: started.length,
-    startedTwice: started.length - startedSet.size,
+    rolloutsStarted: startedIds.length,
+    startedTwice: startedIds.length - startedSet.size,
     rolloutRows: rows.length,
     startedWithoutRow: [...startedSet].filter((id) => !rowIds.has(id)).length,
     rowsNotStarted: [...rowIds].filter((id) => !startedSet.has(id)).length,
@@ -210,17 +221,26 @@ try {
   const maxEvents = Math.max(...executions.map((e) => e.events));
   const maxBytes = Math.max(...executions.map((e) => e.bytes));
   result = {
-    inFlight: IN_FLIGHT, final, runId,
+    maxInFlight: IN_FLIGHT, final, runId,
     accountedOnce: ok, accounting,
     runWallSeconds: round(runWallS, 1), wallSeconds: round(wallS, 1), turns, turnsPerSecond: round(turns / wallS, 1),
     cpu: { coreSecondsByGroup: c.byGroupCoreSeconds, machineBusyCoreSeconds: c.machineBusyCoreSeconds, coreMsPerTurnByGroup: Object.fromEntries(Object.entries(c.byGroupCoreSeconds).map(([k, v]) => [k, round((v * 1000) / turns, 2)])) },
     postgres: { rowsWrittenPerTurn: round((pg1.rows - pg0.rows) / turns, 2), bytesGrownPerTurn: round((pg1.bytes - pg0.bytes) / turns, 0) },
     runHistory: { executions, maxEvents, maxBytes, warnAt: { events: 10_240, bytes: 10 * 1024 * 1024 }, underWarning: maxEvents < 10_240 && maxBytes < 10 * 1024 * 1024, temporalLogHistoryLines: warnings.slice(0, 20), temporalLogHistoryLineCount: warnings.length },
     trainSteps: gpu.steps,
+    measuredInFlight: { peak: Math.max(0, ...inFlightSamples.map((x) => x.running)), samples: inFlightSamples, note: 'rows recorded as started and not ended, every 5 s' },
   };
-  process.stderr.write(`[scale-run] ${JSON.stringify({ accountedOnce: ok, started: started.length, trained: accounting.trained, turnsPerSecond: result.turnsPerSecond, wallS: result.wallSeconds, executions: executions.map((e) => [e.events, e.bytes]), logLines: warnings.length })}\n`);
+  process.stderr.write(`[scale-run] ${JSON.stringify({ accountedOnce: ok, started: startedIds.length, peakInFlight: Math.max(0, ...inFlightSamples.map((x) => x.running)), trained: accounting.trained, turnsPerSecond: result.turnsPerSecond, wallS: result.wallSeconds, executions: executions.map((e) => [e.events, e.bytes]), logLines: warnings.length })}\n`);
 } catch (err) {
   failure = err;
+  // the run and its rollouts would wait on queues nobody serves once this process ends
+  if (started) {
+    const wid = started.workflowId;
+    await client.workflow.getHandle(wid).terminate('bench/scale_run.ts ended early').catch(() => undefined);
+    for await (const wf of client.workflow.list({ query: `FloeRunId = '${started.runId}' AND ExecutionStatus = 'Running'` })) {
+      await client.workflow.getHandle(wf.workflowId).terminate('bench/scale_run.ts ended early').catch(() => undefined);
+    }
+  }
 } finally {
   timers.forEach((t) => clearTimeout(t));
   for (const w of workers) w.shutdown();
@@ -237,7 +257,7 @@ const out = {
   command: `npx tsx bench/scale_run.ts ${process.argv.slice(2).join(' ')}`.trim(),
   machine: { cpus: (await import('node:os')).cpus().length, note: 'shared; the engine, sandbox and GPU doubles run in this process, so their CPU is in "bench+workers"' },
   params: { inFlight: IN_FLIGHT, turns: TURNS, updates: UPDATES, groupSize: GROUP, groupsPerUpdate: GROUPS_PER_UPDATE, engineMs: ENGINE_MS, sandbox: sandboxTimes, trainMs: TRAIN_MS, loadMs: LOAD_MS, turnBytes: TURN_BYTES },
-  result, error: failure ? String((failure as Error).stack ?? failure) : null,
+  result, error: failure ? String((failure as Error).stack ?? failure) : null, inFlightSamples: result ? undefined : inFlightSamples,
 };
 const file = path.resolve(repoRoot, flag(a, 'out') ?? path.join('bench', 'results', 'scale-run.json'));
 fs.writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`);

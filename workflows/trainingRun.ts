@@ -139,14 +139,15 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
   let failure: unknown = null;
 
   // ---- effects ----
-  /** The planned groups' rollouts, started together: their start commands go out in one
-   *  workflow task and their started events come back together. One after another (as runs
-   *  recorded before this patch did, and still replay), each start waited for the next workflow
-   *  task: filling a window of 1,024 took 1,024 round trips and 1,024 workflow tasks' events. */
+  /** The planned groups' rollouts, started together and not waited for: their start commands go
+   *  out in one workflow task, and the loop goes on to take in results while the server starts
+   *  them (a start that fails fails the run, as before). One after another (as runs recorded
+   *  before this patch did, and still replay), each start waited for the next workflow task:
+   *  filling a window of 1,024 took 1,024 round trips before any result was taken in. */
   async function startGroups(): Promise<void> {
     const starts = planGroups(s, f, config).flatMap((g) => g.rollouts.map((r) => () => startRollout(g, r)));
     if (!starts.length) return;
-    if (patched(START_TOGETHER)) await Promise.all(starts.map((start) => start()));
+    if (patched(START_TOGETHER)) for (const start of starts) start().catch((err: unknown) => { failure = err; });
     else for (const start of starts) await start();
   }
 
