@@ -140,26 +140,29 @@ try {
   const { runId, workflowId } = started;
   timers.push(setInterval(() => {
     void db.query<{ running: number; rows: number }>(`select count(*) filter (where status = 'running')::int as running, count(*)::int as rows from rollouts where run_id = $1`, [runId]).then(
-      (q) => { inFlightSamples.push({ s: Math.round((Date.now() - t0) / 1000), ...q.rows[0] }); },
+      (q) => {
+        // progress from Postgres, not by querying the run: a query of a run whose history the
+        // worker no longer caches replays all of it
+        const x = { s: Math.round((Date.now() - t0) / 1000), ...q.rows[0] };
+        inFlightSamples.push(x);
+        if (x.s % 30 < 5) process.stderr.write(`[scale-run] ${x.s} s: ${x.rows} rollouts started, ${x.running} running\n`);
+      },
       () => undefined,
     );
   }, 5000));
   process.stderr.write(`[scale-run] run ${runId}: ${IN_FLIGHT} in flight, ${UPDATES} updates of ${GROUPS_PER_UPDATE}×${GROUP}\n`);
   const handle = client.workflow.getHandle(workflowId);
-  timers.push(setInterval(() => {
-    void handle.query<{ rolloutsInFlight: number; rolloutsFinished: number; updatesDone: number }>('runStatus').then(
-      (st) => process.stderr.write(`[scale-run] ${Math.round((Date.now() - t0) / 1000)} s: in flight ${st.rolloutsInFlight}, finished ${st.rolloutsFinished}, updates ${st.updatesDone}\n`),
-      () => undefined,
-    );
-  }, 15_000));
   const deadline = t0 + TIMEOUT_S * 1000;
   const final = await Promise.race([
     handle.result() as Promise<{ state: string; updatesDone: number; policyVersion: number; rolloutsFinished: number; discardedStale: number; continuedAsNew: number }>,
     new Promise<never>((_, rej) => { timers.push(setTimeout(() => rej(new Error(`the run did not complete in --timeout-s ${TIMEOUT_S}`)), TIMEOUT_S * 1000)); }),
   ]);
   const runWallS = (Date.now() - t0) / 1000;
-  // the rollouts still in flight when the last update landed finish on their own
-  const stillRunning = async () => (await db.query<{ n: number }>(`select count(*)::int as n from rollouts where run_id = $1 and status = 'running'`, [runId])).rows[0].n;
+  // the rollouts still in flight when the last update landed finish on their own: wait until
+  // Temporal runs none of the run's rollouts and Postgres holds none open
+  const rolloutQuery = `FloeRunId = '${runId}' AND FloeKind = 'rollout'`;
+  const stillRunning = async () => (await client.workflow.count(`${rolloutQuery} AND ExecutionStatus = 'Running'`)).count
+    + (await db.query<{ n: number }>(`select count(*)::int as n from rollouts where run_id = $1 and status = 'running'`, [runId])).rows[0].n;
   while ((await stillRunning()) > 0) {
     if (Date.now() > deadline) throw new Error(`rollouts still running after --timeout-s ${TIMEOUT_S}`);
     await new Promise((r) => setTimeout(r, 2000));
@@ -169,23 +172,40 @@ try {
   const pg1 = await pgCounters();
 
   // every execution of the run (continue-as-new makes several): its history, and the rollouts it started
-  const executions: { runId: string; events: number; bytes: number; rolloutsStarted: number; childEvents: number }[] = [];
+  const executions: { runId: string; events: number; bytes: number; rolloutsStarted: number; childEvents: number; workflowTaskFailures: Record<string, number>; workflowTaskTimeouts: number; continueAsNewSuggestedAtEvent: number | null }[] = [];
+  /** Rollouts the run asked the server to start (its start commands), and those the server
+   *  started (their started events): a start still queued when the run completes is dropped by
+   *  the server and never runs. */
+  const initiatedIds: string[] = [];
   const startedIds: string[] = [];
   for await (const wf of client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
     const h = await client.workflow.getHandle(workflowId, wf.runId).fetchHistory();
     const events = h.events ?? [];
+    const byEvent = new Map<string, string>();
     let n = 0;
     let childEvents = 0;
+    const workflowTaskFailures: Record<string, number> = {};
+    let workflowTaskTimeouts = 0;
+    let suggestedAt: number | null = null;
     for (const e of events) {
+      const failed = e.workflowTaskFailedEventAttributes;
+      if (failed) { const k = proto.temporal.api.enums.v1.WorkflowTaskFailedCause[failed.cause ?? 0] ?? String(failed.cause); workflowTaskFailures[k] = (workflowTaskFailures[k] ?? 0) + 1; }
+      if (e.workflowTaskTimedOutEventAttributes) workflowTaskTimeouts++;
+      if (suggestedAt === null && e.workflowTaskStartedEventAttributes?.suggestContinueAsNew) suggestedAt = Number(e.eventId);
       if (e.startChildWorkflowExecutionInitiatedEventAttributes || e.childWorkflowExecutionStartedEventAttributes || e.childWorkflowExecutionCompletedEventAttributes || e.childWorkflowExecutionFailedEventAttributes) childEvents++;
       const init = e.startChildWorkflowExecutionInitiatedEventAttributes;
-      if (init?.workflowType?.name !== 'rollout') continue;
-      const arg = JSON.parse(Buffer.from(init.input!.payloads![0].data!).toString('utf8')) as { rolloutId: string };
-      startedIds.push(arg.rolloutId);
-      n++;
+      if (init?.workflowType?.name === 'rollout') {
+        const arg = JSON.parse(Buffer.from(init.input!.payloads![0].data!).toString('utf8')) as { rolloutId: string };
+        initiatedIds.push(arg.rolloutId);
+        byEvent.set(String(e.eventId), arg.rolloutId);
+      }
+      const st = e.childWorkflowExecutionStartedEventAttributes;
+      const id = st ? byEvent.get(String(st.initiatedEventId)) : undefined;
+      if (id !== undefined) { startedIds.push(id); n++; }
     }
-    executions.push({ runId: wf.runId, events: events.length, bytes: proto.temporal.api.history.v1.History.encode(h).finish().length, rolloutsStarted: n, childEvents });
+    executions.push({ runId: wf.runId, events: events.length, bytes: proto.temporal.api.history.v1.History.encode(h).finish().length, rolloutsStarted: n, childEvents, workflowTaskFailures, workflowTaskTimeouts, continueAsNewSuggestedAtEvent: suggestedAt });
   }
+  const temporalRollouts = (await client.workflow.count(rolloutQuery)).count;
 
   // the accounting, in Postgres
   const rows = (await db.query<{ rollout_id: string; status: string; gate: string | null; n_turns: number | null }>(`select rollout_id, status, gate, n_turns from rollouts where run_id = $1 and purpose = 'train'`, [runId])).rows;
@@ -200,7 +220,10 @@ try {
   for (const r of rows) { byStatus[r.status] = (byStatus[r.status] ?? 0) + 1; byGate[r.gate ?? 'none'] = (byGate[r.gate ?? 'none'] ?? 0) + 1; }
   const discarded = rows.filter((r) => r.status === 'discarded').map((r) => r.rollout_id);
   const accounting = {
+    rolloutsInitiated: initiatedIds.length,
+    initiatedNeverStarted: initiatedIds.length - startedSet.size,
     rolloutsStarted: startedIds.length,
+    rolloutExecutionsInTemporal: temporalRollouts,
     startedTwice: startedIds.length - startedSet.size,
     rolloutRows: rows.length,
     startedWithoutRow: [...startedSet].filter((id) => !rowIds.has(id)).length,
@@ -214,7 +237,7 @@ try {
     leftOver: rows.length - memberIds.size - discarded.filter((id) => !memberIds.has(id)).length,
     policyVersions: versions,
   };
-  const ok = accounting.startedTwice === 0 && accounting.startedWithoutRow === 0 && accounting.rowsNotStarted === 0 && accounting.trainedTwice === 0
+  const ok = accounting.startedTwice === 0 && temporalRollouts === startedSet.size && accounting.startedWithoutRow === 0 && accounting.rowsNotStarted === 0 && accounting.trainedTwice === 0
     && accounting.trainedAndDiscarded === 0 && accounting.trained === accounting.declaredByPolicyVersions && (byStatus.running ?? 0) === 0 && (byStatus.failed ?? 0) === 0
     && final.updatesDone >= UPDATES;
   const warnings = historyWarnings(log0);
@@ -230,7 +253,7 @@ try {
     trainSteps: gpu.steps,
     measuredInFlight: { peak: Math.max(0, ...inFlightSamples.map((x) => x.running)), samples: inFlightSamples, note: 'rows recorded as started and not ended, every 5 s' },
   };
-  process.stderr.write(`[scale-run] ${JSON.stringify({ accountedOnce: ok, started: startedIds.length, peakInFlight: Math.max(0, ...inFlightSamples.map((x) => x.running)), trained: accounting.trained, turnsPerSecond: result.turnsPerSecond, wallS: result.wallSeconds, executions: executions.map((e) => [e.events, e.bytes]), logLines: warnings.length })}\n`);
+  process.stderr.write(`[scale-run] ${JSON.stringify({ accountedOnce: ok, initiated: initiatedIds.length, started: startedIds.length, peakInFlight: Math.max(0, ...inFlightSamples.map((x) => x.running)), trained: accounting.trained, turnsPerSecond: result.turnsPerSecond, wallS: result.wallSeconds, executions: executions.map((e) => [e.events, e.bytes]), logLines: warnings.length })}\n`);
 } catch (err) {
   failure = err;
   // the run and its rollouts would wait on queues nobody serves once this process ends
@@ -262,4 +285,6 @@ const out = {
 const file = path.resolve(repoRoot, flag(a, 'out') ?? path.join('bench', 'results', 'scale-run.json'));
 fs.writeFileSync(file, `${JSON.stringify(out, null, 2)}\n`);
 process.stderr.write(`[scale-run] wrote ${path.relative(repoRoot, file)}\n`);
-if (failure) { process.stderr.write(`${String((failure as Error).stack ?? failure)}\n`); process.exitCode = 1; }
+if (failure) process.stderr.write(`${String((failure as Error).stack ?? failure)}\n`);
+// the SDK's runtime can hold the process open after its workers shut down
+process.exit(failure ? 1 : 0);
