@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import { checkRawOutput, DEFAULT_SPECIAL_TOKEN_TEXTS, type FormatVerdict } from '../core/toolFormat.js';
-import type { RolloutSettings } from '../core/contracts.js';
+import { SETTINGS_NOT_KEPT, SettingsKeeper, type GenerationSettings } from '../core/generationSettings.js';
 import { conversation, toolSchemas, type TurnRecord } from '../core/harness.js';
 import { endsTurn, nextPrompt, renderDrift, type RenderDrift, type TurnTokens } from '../core/tokenPath.js';
 import { randomUUID } from 'node:crypto';
@@ -25,11 +25,12 @@ import type { Renderer, Renderers } from './renderer.js';
  *  (core/hermesParser.ts), and the turn's row still says whether the raw check accepted it
  *  (turns.format_ok / format_reason), so raw-format validity can be plotted for every layer. */
 
-/** One turn's generation: the rollout's generation settings (core/contracts.ts RolloutSettings:
- *  engines, router, render, system prompt, sampling, timeout; frozenVersion for a frozen-weight
- *  evaluation, whose ids of any other version are dropped, never scored, the engine loaded again
- *  with the weights floe recorded for it and the request sent again from the same prefix). */
-export type GenerateTurnInput = Pick<RolloutSettings, 'engines' | 'router' | 'render' | 'systemPrompt' | 'sampling' | 'generateTimeoutSeconds' | 'frozenVersion'> & {
+/** One turn: which rollout and turn (these vary), and the rollout's generation settings
+ *  (core/generationSettings.ts: engines, router, render, system prompt, sampling, timeout;
+ *  frozenVersion for a frozen-weight evaluation, whose ids of any other version are dropped,
+ *  never scored, the engine loaded again with the weights floe recorded for it and the request
+ *  sent again from the same prefix). */
+export interface TurnIds {
   runId: string;
   rolloutId: string;
   turnIndex: number;
@@ -37,7 +38,14 @@ export type GenerateTurnInput = Pick<RolloutSettings, 'engines' | 'router' | 're
   /** The rollout's group: requests of one group share a prompt prefix (sticky placement). */
   groupId?: string;
   seed?: number;
-};
+}
+type Turn = TurnIds & GenerationSettings;
+
+/** The activity's input: the turn's ids and the settings by reference (`settingsRef`), with the
+ *  settings themselves only when the workflow sends them (a rollout's first turn, or after this
+ *  worker answered SettingsNotKept). A turn scheduled by a floe from before references carries
+ *  the settings inline and no reference; it is served as it is. */
+export type GenerateTurnInput = (TurnIds & { settingsRef: string; settings?: GenerationSettings }) | Turn;
 
 export type GeneratedTurn =
   | {
@@ -63,9 +71,9 @@ function heartbeat(): void {
   try { Context.current().heartbeat(); } catch { /* called outside an activity (tests) */ }
 }
 
-export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, renderers: Renderers) {
+export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, renderers: Renderers, keeper = new SettingsKeeper()) {
   router.onUnreachable = async (e) => { await markEngineUnknown(pool, e); };
-  async function history(input: GenerateTurnInput): Promise<{ messages: ReturnType<typeof conversation>; earlier: TurnTokens[] }> {
+  async function history(input: Turn): Promise<{ messages: ReturnType<typeof conversation>; earlier: TurnTokens[] }> {
     const problem = await getProblemStatement(pool, input.taskId);
     if (problem === null) throw ApplicationFailure.nonRetryable(`task ${input.taskId} is not in the tasks table; load the pool first`, 'UnknownTask');
     const turns = await listTurnHistory(pool, input.rolloutId, input.turnIndex);
@@ -79,7 +87,7 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
   }
 
   /** The ids this turn adds, the whole prompt, and any drift of the template from it. */
-  async function prompt(r: Renderer, input: GenerateTurnInput): Promise<{ inputIds: number[]; prompt: number[]; drift: RenderDrift | null }> {
+  async function prompt(r: Renderer, input: Turn): Promise<{ inputIds: number[]; prompt: number[]; drift: RenderDrift | null }> {
     const { messages, earlier } = await history(input);
     const tools = toolSchemas();
     if (earlier.length === 0) {
@@ -99,16 +107,31 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
 
   return {
     async generateTurn(input: GenerateTurnInput): Promise<GeneratedTurn> {
+      const turn = resolve(input);
       const beat = setInterval(heartbeat, 5000);
       try {
-        return await generate(input);
+        return await generate(turn);
       } finally {
         clearInterval(beat);
       }
     },
   };
 
-  async function generate(input: GenerateTurnInput): Promise<GeneratedTurn> {
+  /** The turn with its settings: as sent (kept for the next turns), or kept from an earlier turn. */
+  function resolve(input: GenerateTurnInput): Turn {
+    if (!('settingsRef' in input)) return input;
+    const { settingsRef, settings, ...ids } = input;
+    let g: GenerationSettings | null;
+    try {
+      g = settings ? keeper.keep(settingsRef, settings) : keeper.get(settingsRef);
+    } catch (err) {
+      throw ApplicationFailure.nonRetryable((err as Error).message, 'SettingsRefMismatch');
+    }
+    if (!g) throw ApplicationFailure.nonRetryable(`this worker holds no generation settings ${settingsRef} (it started after the rollout sent them, or another worker took that turn): the workflow sends them again`, SETTINGS_NOT_KEPT);
+    return { ...ids, ...g };
+  }
+
+  async function generate(input: Turn): Promise<GeneratedTurn> {
     const r = await renderers.get(input.render);
     const p = await prompt(r, input);
     const tried: string[] = [];
@@ -237,7 +260,7 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
   /** Place a request on a healthy engine that serves a known version: engines being updated
    *  are passed over while another serves (and waited for when none does); an engine that
    *  stopped answering is loaded with the run's current weights again first. */
-  async function placeServing(input: GenerateTurnInput, tried: string[]): Promise<{ engine: EngineEndpoint; weights: EngineWeights; load: { running: number; waiting: number; inflight: number }; done(ok: boolean): void } | null> {
+  async function placeServing(input: Turn, tried: string[]): Promise<{ engine: EngineEndpoint; weights: EngineWeights; load: { running: number; waiting: number; inflight: number }; done(ok: boolean): void } | null> {
     const deadline = Date.now() + 8 * 60_000;
     for (;;) {
       const states = await Promise.all(input.engines.map((e) => getEngineWeights(pool, input.runId, e)));
@@ -288,7 +311,7 @@ export function createGenerateActivities(pool: pg.Pool, router: LiveRouter, rend
     }
   }
 
-  async function record(input: GenerateTurnInput, engine: EngineEndpoint, r: Renderer, p: { inputIds: number[]; prompt: number[]; drift: RenderDrift | null }, turn: TurnSoFar, finish: FinishReason, genMs: number): Promise<GeneratedTurn> {
+  async function record(input: Turn, engine: EngineEndpoint, r: Renderer, p: { inputIds: number[]; prompt: number[]; drift: RenderDrift | null }, turn: TurnSoFar, finish: FinishReason, genMs: number): Promise<GeneratedTurn> {
     const tokenIds = turn.ids;
     const info = r.info;
     const finishReason = finish;

@@ -121,16 +121,26 @@ async function pgCounters(): Promise<{ rows: number; bytes: number }> {
 
 const ms = (t: { seconds?: unknown; nanos?: number | null } | null | undefined): number => Number(t?.seconds ?? 0) * 1000 + (t?.nanos ?? 0) / 1e6;
 
-async function historyOf(workflowId: string): Promise<{ events: number; bytes: number; wftLatencyMs: number[] }> {
+type EventBytes = Record<string, { events: number; bytes: number }>;
+async function historyOf(workflowId: string): Promise<{ events: number; bytes: number; wftLatencyMs: number[]; byType: EventBytes }> {
   const h = await client.workflow.getHandle(workflowId).fetchHistory();
   const events = h.events ?? [];
+  const byType: EventBytes = {};
+  for (const e of events) {
+    // an activity's events are told apart by its type (generateTurn, execInSandbox, …)
+    const name = e.activityTaskScheduledEventAttributes?.activityType?.name;
+    const key = `${proto.temporal.api.enums.v1.EventType[e.eventType ?? 0].replace(/^EVENT_TYPE_/, '')}${name ? `:${name}` : ''}`;
+    const b = (byType[key] ??= { events: 0, bytes: 0 });
+    b.events++;
+    b.bytes += proto.temporal.api.history.v1.HistoryEvent.encode(e).finish().length;
+  }
   const lat: number[] = [];
   let scheduledAt: number | null = null;
   for (const e of events) {
     if (e.workflowTaskScheduledEventAttributes) scheduledAt = ms(e.eventTime);
     if (e.workflowTaskStartedEventAttributes && scheduledAt !== null) { lat.push(ms(e.eventTime) - scheduledAt); scheduledAt = null; }
   }
-  return { events: events.length, bytes: proto.temporal.api.history.v1.History.encode(h).finish().length, wftLatencyMs: lat };
+  return { events: events.length, bytes: proto.temporal.api.history.v1.History.encode(h).finish().length, wftLatencyMs: lat, byType };
 }
 
 const pct = (xs: number[], p: number): number => {
@@ -157,8 +167,13 @@ async function measure(size: number) {
   const sample = rs.slice(0, Math.min(SAMPLE, rs.length));
   const hist = await Promise.all(sample.map(async (r) => {
     const [w, g] = await Promise.all([historyOf(r.workflowId), historyOf(`${r.workflowId}-gate`)]);
-    return { events: w.events + g.events, bytes: w.bytes + g.bytes, lat: [...w.wftLatencyMs, ...g.wftLatencyMs] };
+    return { events: w.events + g.events, bytes: w.bytes + g.bytes, lat: [...w.wftLatencyMs, ...g.wftLatencyMs], byType: w.byType, turns: r.r.nTurns };
   }));
+  // the rollout's own events by type, summed over the sample, per turn
+  const sampledTurns = hist.reduce((x, h) => x + h.turns, 0);
+  const byType: EventBytes = {};
+  for (const h of hist) for (const [k, v] of Object.entries(h.byType)) { const b = (byType[k] ??= { events: 0, bytes: 0 }); b.events += v.events; b.bytes += v.bytes; }
+  const perTurnByType = Object.fromEntries(Object.entries(byType).sort((x, y) => y[1].bytes - x[1].bytes).map(([k, v]) => [k, { events: round(v.events / sampledTurns, 2), bytes: round(v.bytes / sampledTurns, 0) }]));
   const lat = hist.flatMap((h) => h.lat);
   // the plain loop, same doubles, same concurrency, right after
   const p0 = Date.now();
@@ -171,7 +186,11 @@ async function measure(size: number) {
     inFlight: size, rollouts: size, turns, gates, wallSeconds: round(wallS, 1), turnsPerSecond: round(turns / wallS, 1),
     cpu: { coreSecondsByGroup: c.byGroupCoreSeconds, machineBusyCoreSeconds: c.machineBusyCoreSeconds, coreMsPerTurnByGroup: Object.fromEntries(Object.entries(c.byGroupCoreSeconds).map(([k, v]) => [k, round((v * 1000) / turns, 2)])) },
     postgres: { rowsWrittenPerTurn: perTurn(pg1.rows - pg0.rows), bytesGrownPerTurn: round((pg1.bytes - pg0.bytes) / turns, 0) },
-    history: { sampled: sample.length, eventsPerRollout: round(mean(hist.map((h) => h.events)), 1), bytesPerRollout: round(mean(hist.map((h) => h.bytes)), 0), note: 'rollout workflow + its rewardGate child' },
+    history: {
+      sampled: sample.length, eventsPerRollout: round(mean(hist.map((h) => h.events)), 1), bytesPerRollout: round(mean(hist.map((h) => h.bytes)), 0), note: 'rollout workflow + its rewardGate child',
+      eventsPerTurn: round(hist.reduce((x, h) => x + h.events, 0) / sampledTurns, 2), bytesPerTurn: round(hist.reduce((x, h) => x + h.bytes, 0) / sampledTurns, 0),
+      rolloutEventsPerTurnByType: perTurnByType,
+    },
     activityWallMsPerRollout: timing.activities.perRollout(size),
     activitySchedulingLatencyMsPerRollout: timing.latency.perRollout(size),
     workflowTaskLatencyMs: { p50: pct(lat, 0.5), p95: pct(lat, 0.95), max: pct(lat, 1), n: lat.length },
@@ -184,7 +203,7 @@ try {
   await measure(Math.min(4, SIZES[0])); // warm-up: the workflow bundle, connections, caches
   for (const size of SIZES) {
     const m = await measure(size);
-    process.stderr.write(`[scale] ${size} in flight: ${m.turnsPerSecond} turns/s, ${JSON.stringify(m.cpu.coreMsPerTurnByGroup)} core-ms/turn, pg ${m.postgres.rowsWrittenPerTurn} rows ${m.postgres.bytesGrownPerTurn} B /turn, history ${m.history.eventsPerRollout} ev ${m.history.bytesPerRollout} B /rollout, wft p50/p95 ${m.workflowTaskLatencyMs.p50}/${m.workflowTaskLatencyMs.p95} ms, rollout ${m.rolloutWall.floeMeanMs} vs plain ${m.rolloutWall.plainMeanMs} ms (+${(m.rolloutWall.addedShare * 100).toFixed(1)}%)\n`);
+    process.stderr.write(`[scale] ${size} in flight: ${m.turnsPerSecond} turns/s, ${JSON.stringify(m.cpu.coreMsPerTurnByGroup)} core-ms/turn, pg ${m.postgres.rowsWrittenPerTurn} rows ${m.postgres.bytesGrownPerTurn} B /turn, history ${m.history.eventsPerRollout} ev ${m.history.bytesPerRollout} B /rollout (${m.history.bytesPerTurn} B /turn), wft p50/p95 ${m.workflowTaskLatencyMs.p50}/${m.workflowTaskLatencyMs.p95} ms, rollout ${m.rolloutWall.floeMeanMs} vs plain ${m.rolloutWall.plainMeanMs} ms (+${(m.rolloutWall.addedShare * 100).toFixed(1)}%)\n`);
     results.push(m);
   }
 } finally {

@@ -8,7 +8,9 @@ import { installRuntimeLogger } from '../workers/logging.js';
 
 /** Determinism guard: histories recorded from real runs (test/fixtures/histories, written with
  *  FLOE_RECORD_HISTORIES=1 by test/rollout.test.ts, test/runLifecycle.test.ts,
- *  test/continueAsNew.test.ts and test/trainingLoop.test.ts) must replay with the current
+ *  test/continueAsNew.test.ts and test/trainingLoop.test.ts; a training run and one of its rollouts
+ *  from bench/scale_run.ts, recorded with `temporal workflow show`: rollouts started together,
+ *  generation settings by reference) must replay with the current
  *  workflow code. A change that breaks one needs patching (workflow.patched, then
  *  deprecatePatch, then removal, as Temporal's patching guide says) or, when the histories it
  *  breaks can no longer be running anywhere, a deliberate re-recording named in CHANGELOG.md. */

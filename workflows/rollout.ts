@@ -1,4 +1,4 @@
-import { CancellationScope, executeChild, proxyActivities, proxyLocalActivities, upsertSearchAttributes, workflowInfo, ApplicationFailure } from '@temporalio/workflow';
+import { ActivityFailure, CancellationScope, executeChild, proxyActivities, proxyLocalActivities, upsertSearchAttributes, workflowInfo, ApplicationFailure } from '@temporalio/workflow';
 import type { Task } from '../core/taskModel.js';
 import { budgetEnding, budgetGate, planTurn, type Ended, type RolloutState } from '../core/gates.js';
 import type { Gate, RolloutSettings } from '../core/contracts.js';
@@ -8,7 +8,8 @@ import { rootMessage } from '../core/failures.js';
 import { CONTROL_QUEUE, sandboxQueue } from '../core/taskQueues.js';
 import { FloeKind, FloeRunId, FloeTaskId } from '../core/searchAttributes.js';
 import type { AuditActivities, TurnOutcome } from '../activities/audit.js';
-import type { GeneratedTurn, GenerateActivities } from '../activities/generate.js';
+import type { GeneratedTurn, GenerateActivities, TurnIds } from '../activities/generate.js';
+import { generationSettings, settingsRef, SETTINGS_NOT_KEPT } from '../core/generationSettings.js';
 import type { SandboxActivities } from '../activities/sandbox/index.js';
 import { rewardGate, type GateResult, type RolloutEnding } from './rewardGate.js';
 
@@ -66,6 +67,10 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   await audit.recordRolloutStart({ runId: input.runId, rolloutId, taskId: input.taskId, groupId: input.groupId, attempt: input.attempt, purpose: input.purpose, workflowId: workflowInfo().workflowId });
   const task: Task = await audit.getTask(input.taskId);
 
+  const genSettings = generationSettings(cfg);
+  const genRef = settingsRef(genSettings);
+  let settingsSent = false;
+
   const state: RolloutState = { turns: 0, tokens: 0, startedAtMs: Date.now(), seenCalls: [] };
   const versions: number[] = [];
   const flags = new Set<string>();
@@ -115,7 +120,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     for (;;) {
       const over: Ended | null = budgetGate(state, cfg.budgets, Date.now());
       if (over) return atBudget(over);
-      const gen = await engine.generateTurn({ runId: input.runId, rolloutId, turnIndex: state.turns, taskId: input.taskId, groupId: input.groupId, engines: cfg.engines, router: cfg.router, render: cfg.render, systemPrompt: cfg.systemPrompt, sampling: cfg.sampling, generateTimeoutSeconds: cfg.generateTimeoutSeconds, seed: input.seed === undefined ? undefined : input.seed + state.turns, ...(cfg.frozenVersion === undefined ? {} : { frozenVersion: cfg.frozenVersion }) });
+      const gen = await generateTurn({ runId: input.runId, rolloutId, turnIndex: state.turns, taskId: input.taskId, groupId: input.groupId, seed: input.seed === undefined ? undefined : input.seed + state.turns });
       if (gen.kind === 'prompt_too_long') return atBudget({ gate: 'budget_tokens', detail: { engine: gen.engineId, detail: gen.detail } });
       const turnIndex = state.turns;
       state.turns++;
@@ -133,6 +138,22 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
         await CancellationScope.nonCancellable(() => audit.recordTurn(turn));
       }
       if (ending) return ending;
+    }
+  }
+
+  /** One turn's generation. The generation settings go with the rollout's first turn and
+   *  whenever the worker says it does not hold them (core/generationSettings.ts); every other
+   *  turn names them by reference, so a turn's history carries what varies. */
+  async function generateTurn(ids: TurnIds): Promise<GeneratedTurn> {
+    if (!settingsSent) {
+      settingsSent = true;
+      return engine.generateTurn({ ...ids, settingsRef: genRef, settings: genSettings });
+    }
+    try {
+      return await engine.generateTurn({ ...ids, settingsRef: genRef });
+    } catch (err) {
+      if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === SETTINGS_NOT_KEPT)) throw err;
+      return engine.generateTurn({ ...ids, settingsRef: genRef, settings: genSettings });
     }
   }
 

@@ -1,5 +1,5 @@
 import {
-  ApplicationFailure, ContinueAsNew, allHandlersFinished, condition, continueAsNew, executeChild, proxyActivities, setHandler, startChild,
+  ApplicationFailure, ContinueAsNew, allHandlersFinished, condition, continueAsNew, executeChild, patched, proxyActivities, setHandler, startChild,
   upsertSearchAttributes, workflowInfo, ParentClosePolicy,
 } from '@temporalio/workflow';
 import type { RunConfig } from '../core/config.js';
@@ -7,7 +7,7 @@ import { evaluationKey } from '../core/evaluationLabels.js';
 import { rolloutSettings, trainStepConfig } from '../core/contracts.js';
 import {
   ask, carried, chooseBatch, discardStale, evictionLanded, loopGoesOn, masteredTasks, newInFlight, newLoopState, noteContinueAsNewSuggested, periodicEvaluationDue, planGroups,
-  readyToContinueAsNew, rolloutFinished, setPool, updateLanded, validateAsk, type Ask, type LoopState as CoreLoopState,
+  readyToContinueAsNew, rolloutFinished, setPool, updateLanded, validateAsk, type Ask, type LoopState as CoreLoopState, type PlannedGroup,
 } from '../core/runLoop.js';
 import { rootMessage } from '../core/failures.js';
 import { CONTROL_QUEUE, sandboxQueue } from '../core/taskQueues.js';
@@ -37,6 +37,9 @@ export interface TrainingRunInput {
   /** Carried across continue-as-new. */
   carried?: LoopState;
 }
+
+/** Rollouts of one planning round start together (startGroups). */
+const START_TOGETHER = 'floe-start-rollouts-together';
 
 const db = proxyActivities<DbActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 10 } });
 const taskActs = proxyActivities<TaskActivities>({ startToCloseTimeout: '2 minutes', retry: { maximumAttempts: 3 } });
@@ -136,24 +139,32 @@ async function runLoop(input: TrainingRunInput): Promise<RunStatus> {
   let failure: unknown = null;
 
   // ---- effects ----
+  /** The planned groups' rollouts, started together and not waited for: their start commands go
+   *  out in one workflow task, and the loop goes on to take in results while the server starts
+   *  them (a start that fails fails the run, as before). One after another (as runs recorded
+   *  before this patch did, and still replay), each start waited for the next workflow task:
+   *  filling a window of 1,024 took 1,024 round trips before any result was taken in. */
   async function startGroups(): Promise<void> {
-    for (const g of planGroups(s, f, config)) {
-      for (const r of g.rollouts) {
-        const handle = await startChild(rollout, {
-          workflowId: `${workflowInfo().workflowId}-${r.rolloutId.slice(runId.length + 1)}`,
-          taskQueue: CONTROL_QUEUE,
-          parentClosePolicy: ParentClosePolicy.ABANDON,
-          // set at start, not by the rollout's first task: an abandoned rollout that never ran
-          // is still found by its run (the demo's clean-up after Ctrl-C)
-          typedSearchAttributes: [{ key: FloeRunId, value: runId }, { key: FloeKind, value: 'rollout' }, { key: FloeTaskId, value: g.taskId }],
-          args: [{ runId, rolloutId: r.rolloutId, taskId: g.taskId, groupId: g.groupId, attempt: r.attempt, purpose: 'train' as const, settings, seed: r.seed }],
-        });
-        void handle.result().then(
-          (res) => { finished.push(res); },
-          () => { finished.push({ rolloutId: r.rolloutId, taskId: g.taskId, groupId: g.groupId, reward: 0, gate: 'workflow_failed', nTurns: 0, versionStart: null, versionEnd: null, shortcutFlags: [] }); },
-        );
-      }
-    }
+    const starts = planGroups(s, f, config).flatMap((g) => g.rollouts.map((r) => () => startRollout(g, r)));
+    if (!starts.length) return;
+    if (patched(START_TOGETHER)) for (const start of starts) start().catch((err: unknown) => { failure = err; });
+    else for (const start of starts) await start();
+  }
+
+  async function startRollout(g: PlannedGroup, r: PlannedGroup['rollouts'][number]): Promise<void> {
+    const handle = await startChild(rollout, {
+      workflowId: `${workflowInfo().workflowId}-${r.rolloutId.slice(runId.length + 1)}`,
+      taskQueue: CONTROL_QUEUE,
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      // set at start, not by the rollout's first task: an abandoned rollout that never ran
+      // is still found by its run (the demo's clean-up after Ctrl-C)
+      typedSearchAttributes: [{ key: FloeRunId, value: runId }, { key: FloeKind, value: 'rollout' }, { key: FloeTaskId, value: g.taskId }],
+      args: [{ runId, rolloutId: r.rolloutId, taskId: g.taskId, groupId: g.groupId, attempt: r.attempt, purpose: 'train' as const, settings, seed: r.seed }],
+    });
+    void handle.result().then(
+      (res) => { finished.push(res); },
+      () => { finished.push({ rolloutId: r.rolloutId, taskId: g.taskId, groupId: g.groupId, reward: 0, gate: 'workflow_failed', nTurns: 0, versionStart: null, versionEnd: null, shortcutFlags: [] }); },
+    );
   }
 
   async function recordStale(): Promise<void> {

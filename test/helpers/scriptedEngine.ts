@@ -23,14 +23,19 @@ export interface ScriptedOutput {
 export interface ScriptedEngine {
   url: string;
   script(rolloutId: string, outputs: ScriptedOutput[]): void;
+  /** The weights version it reports from now on (/health, each id's weight_versions): a weight
+   *  update landing (test/helpers/gpuDouble.ts). */
+  setVersion(version: number): void;
   requests: { user: string; prompt: number[] }[];
   close(): Promise<void>;
 }
 
 /** `delayMs`: each completion is answered that long after it arrives (counted as running in
- *  /metrics meanwhile), a generation's time without a model (bench/scale.ts). */
-export async function startScriptedEngine(opts: { fallback?: ScriptedOutput; version?: number; delayMs?: number } = {}): Promise<ScriptedEngine> {
+ *  /metrics meanwhile), a generation's time without a model (bench/scale.ts). `scriptFor`: the
+ *  script of a rollout first seen without one (rollouts a training run names itself). */
+export async function startScriptedEngine(opts: { fallback?: ScriptedOutput; version?: number; delayMs?: number; scriptFor?: (rolloutId: string) => ScriptedOutput[] } = {}): Promise<ScriptedEngine> {
   const scripts = new Map<string, ScriptedOutput[]>();
+  let version = opts.version ?? 0;
   const requests: { user: string; prompt: number[] }[] = [];
   let running = 0;
   const server = http.createServer((req, res) => {
@@ -41,12 +46,13 @@ export async function startScriptedEngine(opts: { fallback?: ScriptedOutput; ver
         res.writeHead(status, { 'content-type': type });
         res.end(typeof payload === 'string' ? payload : JSON.stringify(payload));
       };
-      if (req.url === '/health') return send(200, { ok: true, version: opts.version ?? 0, model: 'scripted-test-double' });
+      if (req.url === '/health') return send(200, { ok: true, version, model: 'scripted-test-double' });
       if (req.url === '/metrics') return send(200, `vllm:num_requests_running ${running}\nvllm:num_requests_waiting 0\n`, 'text/plain');
       if (req.url !== '/v1/completions' || req.method !== 'POST') return send(404, { error: 'not found' });
       const r = JSON.parse(body) as { prompt: number[]; user: string; max_tokens: number };
       if (!Array.isArray(r.prompt)) return send(400, { error: 'the test double takes prompt token ids only' });
       requests.push({ user: r.user, prompt: r.prompt });
+      if (!scripts.has(r.user) && opts.scriptFor) scripts.set(r.user, [...opts.scriptFor(r.user)]);
       const queue = scripts.get(r.user);
       const out = queue?.shift() ?? opts.fallback;
       if (!out) return send(500, { error: `no script left for ${r.user}` });
@@ -63,7 +69,7 @@ export async function startScriptedEngine(opts: { fallback?: ScriptedOutput; ver
           id: `cmpl-${requests.length}`,
           object: 'text_completion',
           model: 'scripted-test-double',
-          choices: [{ index: 0, text, finish_reason: finish, token_ids: tokenIds, prompt_token_ids: promptIds, logprobs: { token_logprobs: tokenIds.map(() => -0.1) }, weight_versions: tokenIds.map(() => opts.version ?? 0) }],
+          choices: [{ index: 0, text, finish_reason: finish, token_ids: tokenIds, prompt_token_ids: promptIds, logprobs: { token_logprobs: tokenIds.map(() => -0.1) }, weight_versions: tokenIds.map(() => version) }],
           usage: { prompt_tokens: promptIds.length, completion_tokens: tokenIds.length },
         });
       };
@@ -76,6 +82,7 @@ export async function startScriptedEngine(opts: { fallback?: ScriptedOutput; ver
   return {
     url: `http://127.0.0.1:${port}`,
     script: (id, outputs) => scripts.set(id, [...outputs]),
+    setVersion: (v) => { version = v; },
     requests,
     close: () => new Promise((r) => server.close(() => r())),
   };
