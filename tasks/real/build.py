@@ -15,7 +15,8 @@ sys.path and, where the package reads its version from its metadata, a .dist-inf
 the sdist's PKG-INFO; pytest options that need plugins the sandbox lacks (pytest-cov) are
 dropped. These edits are part of the base and listed in task.json's floe.environment.
 
-Usage: python3 tasks/real/build.py [NAME ...]     then: python3 tasks/real/validate.py
+Usage: FLOE_TASK_PYTHON=<python with pytest 7.2.1> python3 tasks/real/build.py [NAME ...]
+       then the same with tasks/real/validate.py
 """
 from __future__ import annotations
 
@@ -40,6 +41,16 @@ import specs  # noqa: E402
 
 ZERO_SHA = "0" * 40
 ENV = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONHASHSEED="0")
+# the Python whose pytest runs the tests: the sandbox's is pytest 7.2.1 (Debian bookworm), and
+# pytest's ids of parametrized tests differ between versions (a long string is its own id in
+# 7.2, `expected20` in 9), so the FAIL_TO_PASS and PASS_TO_PASS ids must come from that version
+PYTHON = os.environ.get("FLOE_TASK_PYTHON", sys.executable)
+SANDBOX_PYTEST = "7.2.1"
+
+
+def pytest_version() -> str:
+    r = subprocess.run([PYTHON, "-c", "import pytest; print(pytest.__version__)"], capture_output=True, text=True)
+    return r.stdout.strip() or "none"
 
 
 def cache_dir() -> Path:
@@ -163,7 +174,7 @@ def run_tests(tree: Path, test_files: list[str], ids: list[str] | None = None) -
     """pytest node id -> passed / failed / skipped, for the given files (or ids)."""
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "r.xml"
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "-o", "junit_family=xunit1", *(ids or test_files)],
+        subprocess.run([PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "-o", "junit_family=xunit1", *(ids or test_files)],
                        cwd=tree, env=ENV, capture_output=True, text=True, timeout=600)
         if not xml.exists():
             return {}
@@ -249,6 +260,11 @@ def build(spec: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    have = pytest_version()
+    if have != SANDBOX_PYTEST:
+        raise SystemExit(f"{PYTHON} has pytest {have}; the sandbox runs pytest {SANDBOX_PYTEST}, whose test ids the tasks must use. "
+                         f"Make one: python3 -m venv .floe/pytest-{SANDBOX_PYTEST} && .floe/pytest-{SANDBOX_PYTEST}/bin/pip install pytest=={SANDBOX_PYTEST}, "
+                         f"then FLOE_TASK_PYTHON=.floe/pytest-{SANDBOX_PYTEST}/bin/python python3 tasks/real/build.py")
     names = set(a.removeprefix("real__") for a in argv)
     for spec in specs.TASKS:
         if names and spec["name"] not in names:

@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.dont_write_bytecode = True
 import specs  # noqa: E402
-from build import ENV, run_tests  # noqa: E402
+from build import ENV, PYTHON, run_tests  # noqa: E402
 
 
 def tree_with(repo: Path, dest: Path, *patches: str) -> Path:
@@ -41,7 +41,7 @@ def tree_with(repo: Path, dest: Path, *patches: str) -> Path:
 
 
 def probe(tree: Path, code: str) -> str:
-    r = subprocess.run([sys.executable, "-c", "import sys; sys.path[:0] = ['src', '.']\n" + code], cwd=tree, env=ENV, capture_output=True, text=True, timeout=60)
+    r = subprocess.run([PYTHON, "-c", "import sys; sys.path[:0] = ['src', '.']\n" + code], cwd=tree, env=ENV, capture_output=True, text=True, timeout=60)
     return (r.stdout + r.stderr).strip()
 
 

@@ -9,7 +9,10 @@ if running it shows a difference (``diffcheck.py``).
 - ``branch_drop``: a partial fix, an ``if``/``elif``/``else`` the gold patch wrote with one
   branch left out (or the whole ``if`` dropped);
 - ``off_by_one``: an arithmetic result or ``len()`` the gold patch wrote, ±1, and a division
-  it wrote rounded or truncated.
+  it wrote rounded or truncated;
+- ``string_number``: a number inside a string literal the gold patch wrote (a regex bound
+  ``{1,6}``, a width in ``"%05d"``), ±1, and a regex repetition ``{m,n}`` it wrote opened to
+  ``+`` (the bound guessed, or left out).
 
 Left out, measured: the changed function behaving as the gold patch only when every plain
 argument is a value the issue's text names (the issue's example special-cased). On the toy
@@ -225,6 +228,50 @@ def off_by_ones(path: str, base: str, gold: str) -> list[Candidate]:
     return out[:MAX_PER_KIND]
 
 
+# ---------- numbers inside the strings the gold patch wrote ----------
+
+REPEAT = re.compile(r"\{\d+(,\d*)?\}")
+
+
+def string_numbers(path: str, base: str, gold: str) -> list[Candidate]:
+    try:
+        tree = ast.parse(gold)
+    except SyntaxError:
+        return []
+    changed = changed_gold_lines(base, gold)
+    gold_lines = _lines(gold, True)
+    base_strings = {n.value for n in ast.walk(ast.parse(base)) if isinstance(n, ast.Constant) and isinstance(n.value, str)} if base else set()
+    in_fstring = {id(c) for j in ast.walk(tree) if isinstance(j, ast.JoinedStr) for c in ast.walk(j)}  # format_specs' part
+    out: list[Candidate] = []
+    for node in ast.walk(tree):
+        if id(node) in in_fstring:
+            continue
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.lineno == node.end_lineno and node.lineno in changed):
+            continue
+        if node.value in base_strings or not re.search(r"\d", node.value):
+            continue
+        line = gold_lines[node.lineno - 1]
+        seg = line.encode()[node.col_offset:node.end_col_offset].decode(errors="replace")
+        variants: list[tuple[str, str]] = []
+        for m in re.finditer(r"\d+", seg):
+            n = int(m.group())
+            for d in (1, -1):
+                if n + d >= 0:
+                    variants.append((f"`{m.group()}` {'+' if d > 0 else '-'} 1", seg[:m.start()] + str(n + d) + seg[m.end():]))
+        for m in REPEAT.finditer(seg):
+            variants.append((f"`{m.group()}` opened to `+`", seg[:m.start()] + "+" + seg[m.end():]))
+        for what, new_seg in variants:
+            b = line.encode()
+            new_line = (b[:node.col_offset] + new_seg.encode() + b[node.end_col_offset:]).decode()
+            try:
+                ast.parse(new_seg)
+            except SyntaxError:
+                continue
+            text = "".join(gold_lines[:node.lineno - 1] + [new_line] + gold_lines[node.lineno:])
+            out.append(Candidate("string_number", f"{path}:{node.lineno}: in the string {seg}, {what} ({new_seg})", path, text))
+    return out[:MAX_PER_KIND]
+
+
 def _replace_child(root: ast.AST, old: ast.AST, new: ast.AST) -> bool:
     for node in ast.walk(root):
         for field, value in ast.iter_fields(node):
@@ -242,4 +289,4 @@ def agent_mistakes(path: str, base: str, gold: str) -> list[Candidate]:
     if not path.endswith(".py"):
         return []
     return [*format_specs(path, base, gold), *call_sites(path, base, gold), *branch_drops(path, base, gold),
-            *off_by_ones(path, base, gold)]
+            *off_by_ones(path, base, gold), *string_numbers(path, base, gold)]

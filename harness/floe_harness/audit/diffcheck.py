@@ -86,13 +86,21 @@ _calls: list = []  # the pytest phase's calls from test code, kept for replay: (
 _keep = [False]  # keep calls (the pytest phase only)
 _kept_of: dict = {}  # calls kept per function: a few of each, not the first thousands of one
 MAX_KEPT_PER_FUNCTION = 20
+# the tests the task's fix is about (its FAIL_TO_PASS ids, --focus): their calls are kept past
+# the cap and replayed first, with half the replays, so a suite of hundreds of calls into the
+# changed code does not leave the calls that exercise the fix with one or two replays each
+FOCUS: set = set()
+_focus = [False]
+_focus_calls: list = []
+_focus_kept_of: dict = {}
 
 
 def _wrap(fn, name: str, method: bool):
     def wrapper(*args, **kwargs):
         top = _depth[0] == 0
         kept = None
-        if top and _keep[0] and _kept_of.get(name, 0) < MAX_KEPT_PER_FUNCTION:
+        counts = _focus_kept_of if _focus[0] else _kept_of
+        if top and _keep[0] and counts.get(name, 0) < MAX_KEPT_PER_FUNCTION:
             try:  # the inputs as they were before the call (it may change them)
                 kept = (name, fn, method, copy.deepcopy(args), copy.deepcopy(kwargs))
             except Exception:  # an input that cannot be copied (a lock, a file): not replayed
@@ -106,14 +114,14 @@ def _wrap(fn, name: str, method: bool):
             if top:
                 _log.append([name, _repr(args[1:] if method else args), _repr(kwargs), "raise", type(err).__name__, _state(args[0]) if method and args else None])
                 if kept:
-                    _calls.append(kept)
-                    _kept_of[name] = _kept_of.get(name, 0) + 1
+                    (_focus_calls if _focus[0] else _calls).append(kept)
+                    counts[name] = counts.get(name, 0) + 1
             raise
         finally:
             _depth[0] -= 1
         if kept:
-            _calls.append(kept)
-            _kept_of[name] = _kept_of.get(name, 0) + 1
+            (_focus_calls if _focus[0] else _calls).append(kept)
+            counts[name] = counts.get(name, 0) + 1
         if top:
             _log.append([name, _repr(args[1:] if method else args), _repr(kwargs), "return", _repr(result), _state(args[0]) if method and args else None])
         return result
@@ -210,7 +218,7 @@ def perturbations(value) -> list:
         out = [value + 0.5, -value, 0.0, value * 2]
     elif isinstance(value, str):
         out = ["", value + "s", value.upper(), value.lower(), value.capitalize(), value.title(), " " + value, value + " ",
-               value[1:], value[:-1], value.replace(",", " ,"), value + value]
+               value[1:], value[:-1], value.replace(",", " ,"), value + value, value + value[-1:], value[:1] + value]
     if isinstance(value, str):
         out += [x for s in SEEDS if isinstance(s, str) for x in (value + s, s + value, s)]
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -401,12 +409,14 @@ class _Phase:
     def pytest_runtest_protocol(self, item, nextitem):  # a hook wrapper: marked in run_pytest
         del _log[:]
         _keep[0] = True
+        _focus[0] = item.nodeid in FOCUS
         signal.alarm(ITEM_SECONDS)
         try:
             yield
         finally:
             signal.alarm(0)
             _keep[0] = False
+            _focus[0] = False
             _depth[0] = 0
             self.variants["%s#pytest" % item.nodeid] = list(_log)
 
@@ -527,7 +537,9 @@ def run_pytest(tests: list, max_replays: int, deselect: list = ()) -> dict:
     except ImportError:
         pass
     del _calls[:]
+    del _focus_calls[:]
     _kept_of.clear()
+    _focus_kept_of.clear()
     try:
         pytest.main(args, plugins=[phase])
     except BaseException as err:  # pytest itself failed: what ran so far is still evidence
@@ -535,14 +547,17 @@ def run_pytest(tests: list, max_replays: int, deselect: list = ()) -> dict:
     # the tests' values, at most POOL_PER_TYPE of each type, spread over their sorted order (the
     # same for every tree: they come from the tests, not from the code under test)
     by_type: dict = {}
-    for v in phase.pool + [x for c in _calls for x in _flat(c[3], c[4])] + list(SEEDS):
+    for v in phase.pool + [x for c in _focus_calls + _calls for x in _flat(c[3], c[4])] + list(SEEDS):
         by_type.setdefault(type(v).__name__, {}).setdefault(_repr(v), v)
     pool: list = []
     for name in sorted(by_type):
         values = [by_type[name][r] for r in sorted(by_type[name])]
         step = max(1, len(values) // POOL_PER_TYPE)
         pool += values[::step][:POOL_PER_TYPE]
-    phase.variants.update(replay(_calls, pool, max_replays))
+    started = time.monotonic()
+    focused = replay(_focus_calls, pool, max_replays // 2, REPLAY_BUDGET_SECONDS / 2) if _focus_calls else {}
+    phase.variants.update(focused)
+    phase.variants.update(replay(_calls, pool, max_replays - len(focused), REPLAY_BUDGET_SECONDS - (time.monotonic() - started)))
     return phase.variants
 
 
@@ -561,7 +576,10 @@ def main(argv=None) -> int:
     ap.add_argument("--max-variants", type=int, default=400)
     ap.add_argument("--max-replays", type=int, default=1000)
     ap.add_argument("--seeds", default="[]", help="JSON list of constants to try as inputs")
+    ap.add_argument("--focus", default="[]", help="JSON list of pytest node ids whose calls are replayed first (the FAIL_TO_PASS tests)")
     a = ap.parse_args(argv)
+    FOCUS.clear()
+    FOCUS.update(x for x in json.loads(a.focus) if isinstance(x, str))
     SEEDS[:] = [v for v in json.loads(a.seeds) if isinstance(v, (str, int, float))]
     # what the code under test (or pytest, or a process it starts) prints must not mix with the
     # answer: file descriptor 1 is stderr while they run, the answer goes to a copy of the old one
