@@ -93,6 +93,10 @@ FOCUS: set = set()
 _focus = [False]
 _focus_calls: list = []
 _focus_kept_of: dict = {}
+# the functions the gold patch changed (--deep, by file): their calls from inside the code are
+# kept for replay too (not logged: a test's variant holds the calls the test code makes)
+DEEP: dict = {}
+_deep_names: set = set()
 
 
 def _wrap(fn, name: str, method: bool):
@@ -100,7 +104,7 @@ def _wrap(fn, name: str, method: bool):
         top = _depth[0] == 0
         kept = None
         counts = _focus_kept_of if _focus[0] else _kept_of
-        if top and _keep[0] and counts.get(name, 0) < MAX_KEPT_PER_FUNCTION:
+        if (top or name in _deep_names) and _keep[0] and counts.get(name, 0) < MAX_KEPT_PER_FUNCTION:
             try:  # the inputs as they were before the call (it may change them)
                 kept = (name, fn, method, copy.deepcopy(args), copy.deepcopy(kwargs))
             except Exception:  # an input that cannot be copied (a lock, a file): not replayed
@@ -184,6 +188,8 @@ def instrument(targets: list, repo: str = ".") -> None:
         mod = importlib.import_module(modname)
         for name, obj in list(vars(mod).items()):
             if isinstance(obj, types.FunctionType) and obj.__module__ == mod.__name__:
+                if name in DEEP.get(path, ()):
+                    _deep_names.add("%s:%s" % (mod.__name__, name))
                 w = _wrap(obj, "%s:%s" % (mod.__name__, name), False)
                 _wrapped[id(obj)] = w
                 setattr(mod, name, w)
@@ -192,6 +198,8 @@ def instrument(targets: list, repo: str = ".") -> None:
                     if attr.startswith("__") and attr not in ("__init__", "__call__", "__eq__", "__lt__", "__str__", "__len__", "__contains__", "__getitem__"):
                         continue
                     qual = "%s:%s.%s" % (mod.__name__, name, attr)
+                    if "%s.%s" % (name, attr) in DEEP.get(path, ()):
+                        _deep_names.add(qual)
                     if isinstance(member, staticmethod):
                         setattr(obj, attr, staticmethod(_wrap(member.__func__, qual, False)))
                     elif isinstance(member, classmethod):
@@ -421,11 +429,13 @@ class _Phase:
             self.variants["%s#pytest" % item.nodeid] = list(_log)
 
 
-def _alternatives(value, pool: list) -> list:
-    """Nearby inputs for one argument: its perturbations, then the tests' values of its type."""
+def _alternatives(value, pool: list, same: list = ()) -> list:
+    """Nearby inputs for one argument: its perturbations, the values the same function took in
+    that argument in its other calls, then the tests' values of its type."""
     out = list(perturbations(value)) if isinstance(value, _POOL_TYPES) else []
     if isinstance(value, (list, tuple)) and len(value) >= 2:
         out += [type(value)(reversed(value)), type(value)(value[1:]), type(value)(list(value) + list(value[:1]))]
+    out += [v for v in same if type(v) is type(value)]
     out += [v for v in pool if type(v) is type(value)]
     seen: set = {(type(value).__name__, _repr(value))}
     kept: list = []
@@ -462,10 +472,20 @@ def replay(calls: list, pool: list, max_replays: int, budget: float = REPLAY_BUD
         name, _fn, method, args, kwargs = c
         distinct.setdefault((name, _repr(args), _repr(kwargs), _state(args[0]) if method and args else None), c)
 
+    same: dict = {}  # (function, argument) -> the values its calls took there
+    for _n, _fn, method, args, kwargs in distinct.values():
+        for i in range(1 if method else 0, len(args)):
+            if isinstance(args[i], _POOL_TYPES):
+                same.setdefault((_n, ("a", i)), {}).setdefault(_repr(args[i]), args[i])
+        for k, v in kwargs.items():
+            if isinstance(v, _POOL_TYPES):
+                same.setdefault((_n, ("k", k)), {}).setdefault(_repr(v), v)
+
     def inputs(c):
         _n, _fn, method, args, kwargs = c
         for slot in [("a", i) for i in range(1 if method else 0, len(args))] + [("k", k) for k in sorted(kwargs)]:
-            for alt in _alternatives(args[slot[1]] if slot[0] == "a" else kwargs[slot[1]], pool):
+            seen_here = list(same.get((_n, slot), {}).values())[:POOL_PER_TYPE]
+            for alt in _alternatives(args[slot[1]] if slot[0] == "a" else kwargs[slot[1]], pool, seen_here):
                 yield slot, alt
 
     # the first call of each function, then the second of each, …: a cut still covers them all
@@ -576,8 +596,11 @@ def main(argv=None) -> int:
     ap.add_argument("--max-variants", type=int, default=400)
     ap.add_argument("--max-replays", type=int, default=1000)
     ap.add_argument("--seeds", default="[]", help="JSON list of constants to try as inputs")
+    ap.add_argument("--deep", default="{}", help="JSON {file: [function or Class.method]} the gold patch changed: their inner calls are replayed too")
     ap.add_argument("--focus", default="[]", help="JSON list of pytest node ids whose calls are replayed first (the FAIL_TO_PASS tests)")
     a = ap.parse_args(argv)
+    DEEP.clear()
+    DEEP.update({k: list(v) for k, v in json.loads(a.deep).items()} if a.deep else {})
     FOCUS.clear()
     FOCUS.update(x for x in json.loads(a.focus) if isinstance(x, str))
     SEEDS[:] = [v for v in json.loads(a.seeds) if isinstance(v, (str, int, float))]
