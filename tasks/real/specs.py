@@ -13,7 +13,8 @@ replacements on the old release's tree; `old` must occur exactly once.
   loose     True when `wrong` passes every hidden and visible test (proven by validate.py,
             which also runs `probe` in the gold and the wrong tree and requires different output)
   gold      the real fix (edits)
-  tests     the real tests for it (edits to the old release's test files)
+  tests     the real tests for it (edits to the old release's test files; (path, None, None)
+            takes the new release's file whole)
   wrong     an agent-style wrong patch (edits). Loose: passes every test. Sound: fails a hidden test
   tried     sound tasks: more agent-style wrong patches, each failing some hidden test
   probe     loose tasks: Python printing values on which gold and `wrong` differ
@@ -27,6 +28,11 @@ SDISTS = {
     "semver-3.0.1": "9ec78c5447883c67b97f98c3b6212796708191d22e4ad30f4570f840171cbce1",
     "semver-3.0.2": "6253adb39c70f6e51afed2fa7152bcd414c411286088fb4b9effb133885ab4cc",
     "semver-3.0.3": "8769a03a93507fecdf19b6eefb08d5e95b462504871a61e29e09798822888c94",
+    "more-itertools-9.0.0": "5a6257e40878ef0520b1803990e3e22303a41b5714006c32a3fd8304b26ea1ab",
+    "more-itertools-9.1.0": "cabaa341ad0389ea83c17a94566a53ae4c9d07349861ecb14dc6d0345cf9ac5d",
+    "cachetools-5.3.3": "ba29e2dfa0b8b556606f097407ed1aa62080ee108ab0dc5ec9d6a723a007d105",
+    "cachetools-5.4.0": "b8adc2e7c07f105ced7bc56dbb6dfbe7c4a00acce20e2227b3f355be89bc6827",
+    "cachetools-5.5.0": "2cc24fb4cbe39633fb7badd9db9ca6295d766d9c2995f245725a46715d050f2a",
     "humanize-4.2.0": "b79797c101f274a19ed7b5f0cd3aa65e1aa379868b974692a9d3129ccc311be2",
     "humanize-4.3.0": "0dfac79fe8c1c0c734c14177b07b857bad9ae30dd50daa0a14e2c3d8054ee0c4",
     "humanize-4.9.0": "582a265c931c683a7e9b8ed9559089dea7edcf6cc95be39a3cbc2c5d5ac2bcfa",
@@ -429,4 +435,194 @@ task(
     statement="metric() fails for small precision.\n\n"
               "`humanize.metric(10.5123, \"\", 1)` raises `ValueError: Format specifier missing precision`: the "
               "number of decimals goes negative. It should give `'11'`; `metric(1.5123, \"\", 0)` should give `'2'`.\n",
+)
+
+# --------------------------------------------------------------------------------- more-itertools
+
+task(
+    "more_itertools_split_after", "more-itertools", "9.0.0", "9.1.0", ["re-export", "TestCase", "subTest-style loop"], True,
+    gold=[("more_itertools/more.py", """        if pred(item) and buf:
+            yield buf
+            if maxsplit == 1:
+                yield list(it)
+                return
+            buf = []
+            maxsplit -= 1
+    if buf:
+        yield buf
+
+
+def split_when(""", """        if pred(item) and buf:
+            yield buf
+            if maxsplit == 1:
+                buf = list(it)
+                if buf:
+                    yield buf
+                return
+            buf = []
+            maxsplit -= 1
+    if buf:
+        yield buf
+
+
+def split_when(""")],
+    tests=[("tests/test_more.py", """            (
+                ('a,b,c,d', lambda c: c != ',', 2),
+                [['a'], [',', 'b'], [',', 'c', ',', 'd']],
+            ),
+        ]:
+            actual = list(mi.split_after(*args))""", """            (
+                ('a,b,c,d', lambda c: c != ',', 2),
+                [['a'], [',', 'b'], [',', 'c', ',', 'd']],
+            ),
+            (
+                ([1], lambda x: x == 1, 1),
+                [[1]],
+            ),
+        ]:
+            actual = list(mi.split_after(*args))""")],
+    # an empty tail dropped, and a tail of one item with it (the guard off by one)
+    wrong=[("more_itertools/more.py", """            if maxsplit == 1:
+                yield list(it)
+                return
+            buf = []
+            maxsplit -= 1
+    if buf:
+        yield buf
+
+
+def split_when(""", """            if maxsplit == 1:
+                rest = list(it)
+                if len(rest) > 1:
+                    yield rest
+                return
+            buf = []
+            maxsplit -= 1
+    if buf:
+        yield buf
+
+
+def split_when(""")],
+    probe="import more_itertools as mi\nprint(list(mi.split_after('a,b', lambda c: c == ',', 1)))",
+    statement="split_after() with maxsplit=1 yields an empty list at the end.\n\n"
+              "`list(split_after([1], lambda x: x == 1, maxsplit=1))` gives `[[1], []]`; without maxsplit it gives "
+              "`[[1]]`. An empty remainder should not be yielded.\n",
+)
+
+# ------------------------------------------------------------------------------------- cachetools
+
+task(
+    "cachetools_typedmethodkey", "cachetools", "5.3.3", "5.4.0", ["src layout", "re-export", "TestCase", "decorator"], True,
+    gold=[("src/cachetools/keys.py", '__all__ = ("hashkey", "methodkey", "typedkey")', '__all__ = ("hashkey", "methodkey", "typedkey", "typedmethodkey")'),
+          ("src/cachetools/keys.py", """    key += tuple(type(v) for _, v in sorted(kwargs.items()))
+    return key
+""", """    key += tuple(type(v) for _, v in sorted(kwargs.items()))
+    return key
+
+
+def typedmethodkey(self, *args, **kwargs):
+    \"\"\"Return a typed cache key for use with cached methods.\"\"\"
+    return typedkey(*args, **kwargs)
+""")],
+    tests=[("tests/test_cachedmethod.py", None, None)],
+    # the instance kept in the key: a cache shared by several instances no longer shares entries
+    wrong=[("src/cachetools/keys.py", '__all__ = ("hashkey", "methodkey", "typedkey")', '__all__ = ("hashkey", "methodkey", "typedkey", "typedmethodkey")'),
+           ("src/cachetools/keys.py", """    key += tuple(type(v) for _, v in sorted(kwargs.items()))
+    return key
+""", """    key += tuple(type(v) for _, v in sorted(kwargs.items()))
+    return key
+
+
+def typedmethodkey(self, *args, **kwargs):
+    \"\"\"Return a typed cache key for use with cached methods.\"\"\"
+    return typedkey(self, *args, **kwargs)
+""")],
+    probe="from cachetools import keys\nprint(keys.typedmethodkey('x', 1) == keys.typedmethodkey('y', 1))",
+    statement="No typed key for cached methods.\n\n"
+              "`cachedmethod(..., key=keys.typedkey)` puts `self` into the key, so a cache shared by instances "
+              "never hits across them, and `keys.methodkey` is not typed. Add `keys.typedmethodkey`: like "
+              "`methodkey` (the first argument ignored) but typed like `typedkey` (1 and 1.0 are different keys).\n",
+)
+
+task(
+    "cachetools_expire_items", "cachetools", "5.4.0", "5.5.0", ["src layout", "TestCase", "mixin", "one call site of several"], False,
+    gold=[("src/cachetools/__init__.py", """        links = self.__links
+        cache_delitem = Cache.__delitem__
+        while curr is not root and not (time < curr.expires):
+            cache_delitem(self, curr.key)
+            del links[curr.key]
+            next = curr.next
+            curr.unlink()
+            curr = next
+""", """        links = self.__links
+        expired = []
+        cache_delitem = Cache.__delitem__
+        cache_getitem = Cache.__getitem__
+        while curr is not root and not (time < curr.expires):
+            expired.append((curr.key, cache_getitem(self, curr.key)))
+            cache_delitem(self, curr.key)
+            del links[curr.key]
+            next = curr.next
+            curr.unlink()
+            curr = next
+        return expired
+"""), ("src/cachetools/__init__.py", """        cache_delitem = Cache.__delitem__
+        while order and (order[0].removed or not (time < order[0].expires)):
+            item = heapq.heappop(order)
+            if not item.removed:
+                cache_delitem(self, item.key)
+                del items[item.key]
+""", """        expired = []
+        cache_delitem = Cache.__delitem__
+        cache_getitem = Cache.__getitem__
+        while order and (order[0].removed or not (time < order[0].expires)):
+            item = heapq.heappop(order)
+            if not item.removed:
+                expired.append((item.key, cache_getitem(self, item.key)))
+                cache_delitem(self, item.key)
+                del items[item.key]
+        return expired
+""")],
+    tests=[("tests/test_ttl.py", None, None), ("tests/test_tlru.py", None, None)],
+    # TTLCache.expire fixed, TLRUCache.expire left as it was
+    wrong=[("src/cachetools/__init__.py", """        links = self.__links
+        cache_delitem = Cache.__delitem__
+        while curr is not root and not (time < curr.expires):
+            cache_delitem(self, curr.key)
+            del links[curr.key]
+            next = curr.next
+            curr.unlink()
+            curr = next
+""", """        links = self.__links
+        expired = []
+        cache_delitem = Cache.__delitem__
+        cache_getitem = Cache.__getitem__
+        while curr is not root and not (time < curr.expires):
+            expired.append((curr.key, cache_getitem(self, curr.key)))
+            cache_delitem(self, curr.key)
+            del links[curr.key]
+            next = curr.next
+            curr.unlink()
+            curr = next
+        return expired
+""")],
+    tried=[[("src/cachetools/__init__.py", """        links = self.__links
+        cache_delitem = Cache.__delitem__
+        while curr is not root and not (time < curr.expires):
+            cache_delitem(self, curr.key)
+""", """        links = self.__links
+        cache_delitem = Cache.__delitem__
+        expired = []
+        while curr is not root and not (time < curr.expires):
+            expired.append(curr.key)
+            cache_delitem(self, curr.key)
+"""), ("src/cachetools/__init__.py", """            curr.unlink()
+            curr = next
+""", """            curr.unlink()
+            curr = next
+        return expired
+""")]],
+    statement="TTLCache.expire() and TLRUCache.expire() should return what they removed.\n\n"
+              "`cache.expire()` returns None, so code that must clean up expired values (close connections) "
+              "cannot see them. It should return an iterable of the expired `(key, value)` pairs.\n",
 )
