@@ -30,6 +30,8 @@ SDISTS = {
     "semver-3.0.3": "8769a03a93507fecdf19b6eefb08d5e95b462504871a61e29e09798822888c94",
     "more-itertools-9.0.0": "5a6257e40878ef0520b1803990e3e22303a41b5714006c32a3fd8304b26ea1ab",
     "more-itertools-9.1.0": "cabaa341ad0389ea83c17a94566a53ae4c9d07349861ecb14dc6d0345cf9ac5d",
+    "more-itertools-10.2.0": "8fccb480c43d3e99a00087634c06dd02b0d50fbf088b380de5a41a015ec239e1",
+    "more-itertools-10.3.0": "e5d93ef411224fbcef366a6e8ddc4c5781bc6359d43412a65dd5964e46111463",
     "cachetools-5.3.3": "ba29e2dfa0b8b556606f097407ed1aa62080ee108ab0dc5ec9d6a723a007d105",
     "cachetools-5.4.0": "b8adc2e7c07f105ced7bc56dbb6dfbe7c4a00acce20e2227b3f355be89bc6827",
     "cachetools-5.5.0": "2cc24fb4cbe39633fb7badd9db9ca6295d766d9c2995f245725a46715d050f2a",
@@ -545,7 +547,7 @@ def typedmethodkey(self, *args, **kwargs):
 )
 
 task(
-    "cachetools_expire_items", "cachetools", "5.4.0", "5.5.0", ["src layout", "TestCase", "mixin", "one call site of several"], False,
+    "cachetools_expire_items", "cachetools", "5.4.0", "5.5.0", ["src layout", "TestCase", "mixin", "one call site of several"], True,
     gold=[("src/cachetools/__init__.py", """        links = self.__links
         cache_delitem = Cache.__delitem__
         while curr is not root and not (time < curr.expires):
@@ -584,7 +586,9 @@ task(
         return expired
 """)],
     tests=[("tests/test_ttl.py", None, None), ("tests/test_tlru.py", None, None)],
-    # TTLCache.expire fixed, TLRUCache.expire left as it was
+    # the key looked up as the value: the tests store every key as its own value, so they cannot
+    # tell (found by floe's audit: the set first labelled this task sound, with the patch below
+    # as its wrong patch, which the TLRU tests reject)
     wrong=[("src/cachetools/__init__.py", """        links = self.__links
         cache_delitem = Cache.__delitem__
         while curr is not root and not (time < curr.expires):
@@ -596,33 +600,56 @@ task(
 """, """        links = self.__links
         expired = []
         cache_delitem = Cache.__delitem__
-        cache_getitem = Cache.__getitem__
         while curr is not root and not (time < curr.expires):
-            expired.append((curr.key, cache_getitem(self, curr.key)))
+            expired.append((curr.key, curr.key))
             cache_delitem(self, curr.key)
             del links[curr.key]
             next = curr.next
             curr.unlink()
             curr = next
         return expired
-""")],
-    tried=[[("src/cachetools/__init__.py", """        links = self.__links
+"""), ("src/cachetools/__init__.py", """        cache_delitem = Cache.__delitem__
+        while order and (order[0].removed or not (time < order[0].expires)):
+            item = heapq.heappop(order)
+            if not item.removed:
+                cache_delitem(self, item.key)
+                del items[item.key]
+""", """        expired = []
         cache_delitem = Cache.__delitem__
-        while curr is not root and not (time < curr.expires):
-            cache_delitem(self, curr.key)
-""", """        links = self.__links
-        cache_delitem = Cache.__delitem__
-        expired = []
-        while curr is not root and not (time < curr.expires):
-            expired.append(curr.key)
-            cache_delitem(self, curr.key)
-"""), ("src/cachetools/__init__.py", """            curr.unlink()
-            curr = next
-""", """            curr.unlink()
-            curr = next
+        while order and (order[0].removed or not (time < order[0].expires)):
+            item = heapq.heappop(order)
+            if not item.removed:
+                expired.append((item.key, item.key))
+                cache_delitem(self, item.key)
+                del items[item.key]
         return expired
-""")]],
+""")],
+    probe="import cachetools\nc = cachetools.TTLCache(maxsize=2, ttl=1, timer=lambda: 0)\nc[1] = 'one'\nprint(list(c.expire(5)))",
     statement="TTLCache.expire() and TLRUCache.expire() should return what they removed.\n\n"
               "`cache.expire()` returns None, so code that must clean up expired values (close connections) "
               "cannot see them. It should return an iterable of the expired `(key, value)` pairs.\n",
+)
+
+task(
+    "more_itertools_all_equal_key", "more-itertools", "10.2.0", "10.3.0", ["re-export", "TestCase", "keyword argument"], True,
+    gold=[("more_itertools/recipes.py", "def all_equal(iterable):", "def all_equal(iterable, key=None):"),
+          ("more_itertools/recipes.py", """    g = groupby(iterable)
+    return next(g, True) and not next(g, False)""", """    return len(list(islice(groupby(iterable, key), 2))) <= 1""")],
+    tests=[("tests/test_recipes.py", """        self.assertTrue(mi.all_equal('0'))
+        self.assertTrue(mi.all_equal([0]))
+""", """        self.assertTrue(mi.all_equal('0'))
+        self.assertTrue(mi.all_equal([0]))
+
+    def test_key(self):
+        self.assertTrue(mi.all_equal('4٤໔４৪', key=int))
+        self.assertFalse(mi.all_equal('Abc', key=str.casefold))
+""")],
+    # the items collected in a set: unhashable items (lists) now raise TypeError
+    wrong=[("more_itertools/recipes.py", "def all_equal(iterable):", "def all_equal(iterable, key=None):"),
+           ("more_itertools/recipes.py", """    g = groupby(iterable)
+    return next(g, True) and not next(g, False)""", """    return len(set(map(key, iterable)) if key else set(iterable)) <= 1""")],
+    probe="import more_itertools as mi\ntry:\n    print(mi.all_equal([[1], [1]]))\nexcept Exception as e:\n    print(type(e).__name__)",
+    statement="all_equal() has no key.\n\n"
+              "`all_equal('Abc', key=str.casefold)` raises TypeError. Like `groupby`, it should take a *key* that "
+              "transforms each item before comparing: `all_equal('AaaA', key=str.casefold)` is True.\n",
 )
