@@ -15,8 +15,9 @@ sys.path and, where the package reads its version from its metadata, a .dist-inf
 the sdist's PKG-INFO; pytest options that need plugins the sandbox lacks (pytest-cov) are
 dropped. These edits are part of the base and listed in task.json's floe.environment.
 
-Usage: FLOE_TASK_PYTHON=<python with pytest 7.2.1> python3 tasks/real/build.py [NAME ...]
-       then the same with tasks/real/validate.py
+Usage: python3 tasks/real/build.py [NAME ...]     then: python3 tasks/real/validate.py
+The tests run under the sandbox's pytest (7.2.1: its parametrized tests' ids differ from newer
+versions'), from a venv made once under $FLOE_HOME/cache/ (FLOE_TASK_PYTHON to use another).
 """
 from __future__ import annotations
 
@@ -44,8 +45,17 @@ ENV = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLO
 # the Python whose pytest runs the tests: the sandbox's is pytest 7.2.1 (Debian bookworm), and
 # pytest's ids of parametrized tests differ between versions (a long string is its own id in
 # 7.2, `expected20` in 9), so the FAIL_TO_PASS and PASS_TO_PASS ids must come from that version
-PYTHON = os.environ.get("FLOE_TASK_PYTHON", sys.executable)
 SANDBOX_PYTEST = "7.2.1"
+PYTHON = os.environ.get("FLOE_TASK_PYTHON") or str(Path(os.environ.get("FLOE_HOME", ROOT / ".floe")) / "cache" / f"pytest-{SANDBOX_PYTEST}" / "bin" / "python")
+
+
+def ensure_python() -> None:
+    """The default PYTHON: a venv with the sandbox's pytest, made once (pip, from PyPI)."""
+    if os.environ.get("FLOE_TASK_PYTHON") or Path(PYTHON).exists():
+        return
+    venv = Path(PYTHON).parents[1]
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"pytest=={SANDBOX_PYTEST}"], check=True)
 
 
 def pytest_version() -> str:
@@ -270,6 +280,7 @@ def build(spec: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    ensure_python()
     have = pytest_version()
     if have != SANDBOX_PYTEST:
         raise SystemExit(f"{PYTHON} has pytest {have}; the sandbox runs pytest {SANDBOX_PYTEST}, whose test ids the tasks must use. "

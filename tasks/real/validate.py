@@ -10,7 +10,7 @@ For each tasks/real/<id>/ (built by build.py), in fresh copies of repo/ with the
          runs both) fails with it and with each of floe.tried_wrong_patches
   real:  the recorded sdists' hashes are the pinned ones (specs.SDISTS)
 
-Usage: python3 tasks/real/validate.py [--json OUT] [TASK ...]     exit 0 only when all pass
+Usage: python3 tasks/real/validate.py [--json OUT] [--root DIR] [TASK ...]     exit 0 only when all pass
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.dont_write_bytecode = True
 import specs  # noqa: E402
-from build import ENV, PYTHON, run_tests  # noqa: E402
+from build import ENV, PYTHON, ensure_python, run_tests  # noqa: E402
 
 
 def tree_with(repo: Path, dest: Path, *patches: str) -> Path:
@@ -93,9 +93,11 @@ def check(task_dir: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
+    ap.add_argument("--root", default=str(HERE), help="the folder of task folders (default: this one)")
     ap.add_argument("tasks", nargs="*")
     a = ap.parse_args()
-    dirs = sorted(d for d in HERE.iterdir() if (d / "task.json").exists())
+    ensure_python()
+    dirs = sorted(d for d in Path(a.root).iterdir() if (d / "task.json").exists())
     if a.tasks:
         want = {x if x.startswith("real__") else f"real__{x}" for x in a.tasks}
         dirs = [d for d in dirs if d.name in want]
