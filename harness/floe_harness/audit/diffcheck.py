@@ -38,6 +38,7 @@ import hashlib
 import importlib
 import json
 import os
+import random
 import re
 import signal
 import sys
@@ -356,7 +357,7 @@ def run(repo: str, targets: list, tests: list, max_variants: int, max_replays: i
                 finally:
                     signal.alarm(0)
                     _depth[0] = 0
-                variants[key] = list(_log)
+                variants[key] = _capped(list(_log))
     # a test whose unperturbed run hung is not run again (its timeout is already logged)
     hung = [k.rsplit("#", 1)[0] for k, ev in variants.items() if k.endswith("#0") and ["timeout"] in ev]
     variants.update(run_pytest(tests, max_replays, hung))
@@ -364,6 +365,15 @@ def run(repo: str, targets: list, tests: list, max_variants: int, max_replays: i
 
 
 ITEM_SECONDS = 20
+# a test that calls the changed code tens of thousands of times (a cross-check loop) would make
+# a trace of tens of megabytes, past what the audit reads back: its first calls are kept, then
+# one event with the count (the same in every tree that makes the same calls)
+MAX_EVENTS_PER_VARIANT = 2000
+
+
+def _capped(events: list) -> list:
+    return events if len(events) <= MAX_EVENTS_PER_VARIANT else events[:MAX_EVENTS_PER_VARIANT] + [["calls", len(events)]]
+
 REPLAY_SECONDS = 0.5
 # all replays together: a real test suite keeps thousands of calls, and the audit's trace has a
 # time limit; replays go round the kept calls so a cut still covers every function
@@ -418,6 +428,7 @@ class _Phase:
         del _log[:]
         _keep[0] = True
         _focus[0] = item.nodeid in FOCUS
+        random.seed(0)  # code that draws random numbers draws the same in every tree
         signal.alarm(ITEM_SECONDS)
         try:
             yield
@@ -426,7 +437,7 @@ class _Phase:
             _keep[0] = False
             _focus[0] = False
             _depth[0] = 0
-            self.variants["%s#pytest" % item.nodeid] = list(_log)
+            self.variants["%s#pytest" % item.nodeid] = _capped(list(_log))
 
 
 def _alternatives(value, pool: list, same: list = ()) -> list:
@@ -517,6 +528,7 @@ def replay(calls: list, pool: list, max_replays: int, budget: float = REPLAY_BUD
             shown = _repr(a[1:] if method else a)
             key = "replay::%s#%s" % (name, hashlib.sha1(("%s|%s|%s" % (shown, _repr(k), before)).encode("utf-8", "replace")).hexdigest()[:16])
             _depth[0] = 1  # calls the replayed code makes are not calls from test code
+            random.seed(0)
             try:
                 signal.setitimer(signal.ITIMER_REAL, REPLAY_SECONDS)
                 result = _outcome_repr(fn(*a, **k))
