@@ -20,7 +20,7 @@ import { rolloutSettings } from '../core/contracts.js';
 import { loadRunConfig } from './config.js';
 import { UsageError } from './args.js';
 
-/** `floe audit <rows.jsonl|toy>`: the data audit of a dataset (workflows/dataAudit.ts), with
+/** `floe audit <rows.jsonl|toy|real>`: the data audit of a dataset (workflows/dataAudit.ts), with
  *  progress. The audit id is a hash of the rows as the audit sees them, the settings and the audit's code,
  *  so running the same command again resumes the same audit: finished tasks are not redone.
  *  Writes runs/audits/<audit id>/summary.json, report.html (each flagged task with its wrong
