@@ -587,7 +587,7 @@ task(
 """)],
     tests=[("tests/test_ttl.py", None, None), ("tests/test_tlru.py", None, None)],
     # the key looked up as the value: the tests store every key as its own value, so they cannot
-    # tell (found by floe's audit: the set first labelled this task sound, with the patch below
+    # tell (found by floe's candidates run on the host: the set first labelled this task sound, with the patch below
     # as its wrong patch, which the TLRU tests reject)
     wrong=[("src/cachetools/__init__.py", """        links = self.__links
         cache_delitem = Cache.__delitem__
