@@ -8,7 +8,7 @@ import type { Task } from '../core/taskModel.js';
 import { CONTROL_QUEUE } from '../core/taskQueues.js';
 import type { TaskLayout } from '../core/taskLayouts.js';
 import { repoRoot, type Settings } from '../infra/settings.js';
-import { selectTasks } from '../tasks/loaders.js';
+import { FOLDER_SETS, selectTasks } from '../tasks/loaders.js';
 import { temporalClient } from '../workers/connect.js';
 import { startWorkers } from '../workers/worker.js';
 import { closeDbPool, dbPool } from '../store/pool.js';
@@ -20,7 +20,7 @@ import { rolloutSettings } from '../core/contracts.js';
 import { loadRunConfig } from './config.js';
 import { UsageError } from './args.js';
 
-/** `floe audit <rows.jsonl|toy>`: the data audit of a dataset (workflows/dataAudit.ts), with
+/** `floe audit <rows.jsonl|toy|real>`: the data audit of a dataset (workflows/dataAudit.ts), with
  *  progress. The audit id is a hash of the rows as the audit sees them, the settings and the audit's code,
  *  so running the same command again resumes the same audit: finished tasks are not redone.
  *  Writes runs/audits/<audit id>/summary.json, report.html (each flagged task with its wrong
@@ -76,7 +76,7 @@ export async function runAudit(s: Settings, o: AuditOptions): Promise<number> {
   const auditor = o.auditor ? { config: await auditorConfig(o.auditor.config), attempts: o.auditor.attempts } : undefined;
   const settings = auditSettings(o.maxCandidates, auditor);
   const taskIds = tasks.map((t) => t.instanceId);
-  const dataset = o.source === 'toy' ? 'toy' : path.basename(o.source);
+  const dataset = o.source in FOLDER_SETS ? o.source : path.basename(o.source);
   const auditId = auditIdOf(dataset, tasks, settings);
   const pool = dbPool(s.postgres.url);
   const client = await temporalClient(s);
@@ -134,7 +134,7 @@ export async function runAudit(s: Settings, o: AuditOptions): Promise<number> {
   }
 }
 
-/** The dataset's rows as published, by instance id (the toy suite's task.json files). */
+/** The dataset's rows as published, by instance id (a folder set's task.json files). */
 function rawRows(source: string): Map<string, Record<string, unknown>> {
   const out = new Map<string, Record<string, unknown>>();
   const add = (text: string) => {
@@ -143,9 +143,9 @@ function rawRows(source: string): Map<string, Record<string, unknown>> {
       if (typeof row.instance_id === 'string') out.set(row.instance_id, row);
     } catch { /* a bad row was reported when the tasks were loaded */ }
   };
-  if (source === 'toy') {
-    const toyDir = path.join(repoRoot, 'tasks', 'toy');
-    for (const d of fs.readdirSync(toyDir)) if (fs.existsSync(path.join(toyDir, d, 'task.json'))) add(fs.readFileSync(path.join(toyDir, d, 'task.json'), 'utf8'));
+  const set = FOLDER_SETS[source];
+  if (set) {
+    for (const d of fs.readdirSync(set.dir)) if (fs.existsSync(path.join(set.dir, d, 'task.json'))) add(fs.readFileSync(path.join(set.dir, d, 'task.json'), 'utf8'));
   } else {
     for (const line of fs.readFileSync(source, 'utf8').split('\n')) if (line.trim()) add(line);
   }

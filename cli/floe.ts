@@ -60,7 +60,7 @@ usage:
   floe tasks check <rows.jsonl|toy> [--layout L] [--pull] [--json]
                                                           a pool before a run: bad rows, each row's layout
                                                           and image, and which images are missing here
-  floe audit <rows.jsonl|toy> [--tasks a,b] [--limit N] [--concurrency 2] [--max-candidates 200] [--layout L]
+  floe audit <rows.jsonl|toy|real> [--tasks a,b] [--limit N] [--concurrency 2] [--max-candidates 200] [--layout L]
              [--auditor RUN_CONFIG [--auditor-attempts 2]]
                                                           the data audit: standard validation and a search for
                                                           wrong patches the tests accept; resumable (run it again);
@@ -207,7 +207,7 @@ async function main(argv: string[]): Promise<number> {
     case 'audit': {
       const p = parseArgs(rest, { layout: 'value', tasks: 'value', limit: 'value', concurrency: 'value', 'max-candidates': 'value', auditor: 'value', 'auditor-attempts': 'value' });
       const source = p.positional[0];
-      if (!source) throw new UsageError('usage: floe audit <rows.jsonl|toy> [--tasks a,b] [--limit N] [--concurrency 2] [--max-candidates 200] [--layout auto|swe-bench|swe-gym|swe-rebench|r2e-gym] [--auditor RUN_CONFIG [--auditor-attempts 2]]');
+      if (!source) throw new UsageError('usage: floe audit <rows.jsonl|toy|real> [--tasks a,b] [--limit N] [--concurrency 2] [--max-candidates 200] [--layout auto|swe-bench|swe-gym|swe-rebench|r2e-gym] [--auditor RUN_CONFIG [--auditor-attempts 2]]');
       const num = (name: string, d: number) => {
         const v = flag(p, name);
         const n = v === undefined ? d : Number(v);

@@ -84,6 +84,9 @@ export function discardReason(gold: [BehaviourTrace, BehaviourTrace] | null, unt
 /** The first variant on which the candidate's calls differ from the gold patch's, among the
  *  variants where two runs of the gold patch agree (what is not deterministic is no evidence).
  *  null: no difference seen — the candidate may be an equivalent change. */
+/** Events of a differing variant kept as evidence (around the first that differs). */
+const SHOWN_EVENTS = 50;
+
 export function behaviourDifference(gold1: BehaviourTrace, gold2: BehaviourTrace, candidate: BehaviourTrace): BehaviourDifference | null {
   if (gold1.importError !== null || gold2.importError !== null) return null;
   for (const [variant, events] of Object.entries(gold1.variants)) {
@@ -95,7 +98,13 @@ export function behaviourDifference(gold1: BehaviourTrace, gold2: BehaviourTrace
     // their own variants)
     if (cand === undefined && candidate.importError === null && variant.startsWith('replay::')) continue;
     if (candidate.importError !== null || cand === undefined || JSON.stringify(cand) !== JSON.stringify(events)) {
-      return { variant, gold: events, candidate: cand ?? null, call: differingCall(events, cand ?? null) };
+      // a test of thousands of calls: the events around the first that differs, so the evidence
+      // stays small enough for a workflow's history
+      let first = 0;
+      while (cand && first < events.length && JSON.stringify(events[first]) === JSON.stringify(cand[first])) first++;
+      const from = Math.max(0, first - 5);
+      const clip = (xs: unknown[]) => (xs.length > SHOWN_EVENTS ? xs.slice(from, from + SHOWN_EVENTS) : xs);
+      return { variant, gold: clip(events), candidate: cand ? clip(cand) : null, call: differingCall(events, cand ?? null) };
     }
   }
   return null;

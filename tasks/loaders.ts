@@ -8,6 +8,16 @@ import type { TaskLayout } from '../core/taskLayouts.js';
  *  is reported with its line number and field; the caller chooses to skip it or fail. */
 
 export const toyDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'toy');
+/** The realistic development set: tasks made from real fixes between two PyPI releases
+ *  (tasks/real/README.md); its repositories are built from the sdists by tasks/real/build.py. */
+export const realDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'real');
+
+/** The task sets kept in folders (one folder per task: task.json and repo/), by the name
+ *  `tasks.source` and `floe audit` accept. */
+export const FOLDER_SETS: Record<string, { dir: string; build?: string }> = {
+  toy: { dir: toyDir },
+  real: { dir: realDir, build: 'python3 tasks/real/build.py' },
+};
 
 export interface LoadResult { tasks: Task[]; errors: TaskRowError[] }
 export type OnBadRow = 'skip' | 'fail';
@@ -50,7 +60,19 @@ export function loadJsonl(file: string, opts: { onBadRow: OnBadRow; dataset?: st
 }
 
 export function loadToySuite(opts: { onBadRow: OnBadRow; dir?: string }): LoadResult {
-  const dir = opts.dir ?? toyDir;
+  return loadTaskFolders(opts.dir ?? toyDir, 'toy', opts.onBadRow);
+}
+
+/** One of FOLDER_SETS by name. */
+export function loadFolderSet(name: string, onBadRow: OnBadRow): LoadResult {
+  const set = FOLDER_SETS[name];
+  if (!set) throw new Error(`unknown task set ${name}: the sets kept in folders are ${Object.keys(FOLDER_SETS).join(', ')}`);
+  return loadTaskFolders(set.dir, name, onBadRow, set.build);
+}
+
+/** Tasks kept one folder each (task.json + repo/); `build` names the command that makes a
+ *  missing repo/ (a set whose repositories are not committed). */
+export function loadTaskFolders(dir: string, dataset: string, onBadRow: OnBadRow, build?: string): LoadResult {
   const tasks: Task[] = [];
   const errors: TaskRowError[] = [];
   for (const id of fs.readdirSync(dir).sort()) {
@@ -58,7 +80,8 @@ export function loadToySuite(opts: { onBadRow: OnBadRow; dir?: string }): LoadRe
     if (!fs.existsSync(file)) continue;
     const where = path.relative(process.cwd(), file);
     try {
-      const task = parseTaskRow(JSON.parse(fs.readFileSync(file, 'utf8')), where, 'toy', path.join(dir, id, 'repo'));
+      if (!fs.existsSync(path.join(dir, id, 'repo'))) throw new TaskRowError(where, 'repo', `folder ${path.join(dir, id, 'repo')} is missing${build ? `: run \`${build}\` to make it` : ''}`);
+      const task = parseTaskRow(JSON.parse(fs.readFileSync(file, 'utf8')), where, dataset, path.join(dir, id, 'repo'));
       if (task.instanceId !== id) throw new TaskRowError(where, 'instance_id', `is ${task.instanceId} but the folder is ${id}`);
       tasks.push(task);
     } catch (err) {
@@ -67,7 +90,7 @@ export function loadToySuite(opts: { onBadRow: OnBadRow; dir?: string }): LoadRe
       else throw err;
     }
   }
-  return finish(tasks, errors, opts.onBadRow);
+  return finish(tasks, errors, onBadRow);
 }
 
 export interface PoolSelection {
@@ -79,7 +102,7 @@ export interface PoolSelection {
 
 /** The tasks a run trains on, in a stable order. */
 export function selectTasks(sel: PoolSelection): LoadResult {
-  const loaded = sel.source === 'toy' ? loadToySuite({ onBadRow: sel.onBadRow }) : loadJsonl(sel.source, { onBadRow: sel.onBadRow, layout: sel.layout });
+  const loaded = sel.source in FOLDER_SETS ? loadFolderSet(sel.source, sel.onBadRow) : loadJsonl(sel.source, { onBadRow: sel.onBadRow, layout: sel.layout });
   let tasks = loaded.tasks;
   if (sel.include.length) {
     const missing = sel.include.filter((id) => !tasks.some((t) => t.instanceId === id));

@@ -27,7 +27,7 @@ from floe_harness.grading.serve import answer, serve
 COMMANDS = {
     **harness.COMMANDS,
     "candidates": lambda req: {"candidates": candidates.candidates(req["files"], int(req.get("limit", 200)), more=agent_mistakes.agent_mistakes),
-                               "seeds": candidates.seeds(req["files"])},
+                               "seeds": candidates.seeds(req["files"]), "changed": candidates.changed_functions(req["files"])},
     "strengthen": lambda req: strengthen.strengthen(req["gold1"], req["gold2"], req["testPatch"], first=req.get("first")),
 }
 

@@ -108,3 +108,35 @@ def test_every_family_goes_through_candidates_as_a_diff() -> None:
         assert c["diff"].startswith("diff --git a/ids.py b/ids.py\n")
         new = "".join(ln[1:] + "\n" for ln in c["diff"].splitlines() if ln.startswith(("+", " ")) and not ln.startswith("+++"))
         ast.parse(new)
+
+
+def test_string_number_bounds_in_a_regex_the_gold_wrote() -> None:
+    base = 'import re\nFRACTION = "[0-9]{6}"\n'
+    gold = 'import re\nFRACTION = "[0-9]{1,6}"\n'
+    got = {load(c.text)["FRACTION"] for c in kinds(am.agent_mistakes("p.py", base, gold), "string_number")}
+    assert {"[0-9]{0,6}", "[0-9]{2,6}", "[0-9]{1,5}", "[0-9]{1,7}", "[0-9]+"} <= got
+    assert "[0-9]{1,6}" not in got
+    # negative controls: a string without digits, and a string the base already had, give none
+    assert not kinds(am.agent_mistakes("p.py", 'X = "a"\n', 'X = "b"\n'), "string_number")
+    assert not kinds(am.agent_mistakes("p.py", 'X = "[0-9]{6}"\nY = 1\n', 'X = "[0-9]{6}"\nY = 2\n'), "string_number")
+
+
+def test_guard_made_a_length_test_and_bounds_moved() -> None:
+    base = "def tail(xs):\n    rest = xs[1:]\n    return [rest]\n"
+    gold = "def tail(xs):\n    rest = xs[1:]\n    if rest:\n        return [rest]\n    return []\n"
+    [c] = kinds(am.agent_mistakes("t.py", base, gold), "guard")
+    f = load(c.text)["tail"]
+    assert f([1, 2, 3]) == [[2, 3]] and f([1, 2]) == []  # one item left: dropped, gold keeps it
+    bounds = kinds(am.guards("t.py", "def f(n):\n    return n\n", "def f(n):\n    if n > 3:\n        return 0\n    return n\n"), "guard")
+    assert sorted(load(c.text)["f"](4) for c in bounds) == [0, 4]  # n > 4 and n > 2
+    # negative control: a gold change with no new `if` gives none
+    assert not kinds(am.agent_mistakes("t.py", "def f(n):\n    return n\n", "def f(n):\n    return n + 1\n"), "guard")
+
+
+def test_unused_parameter_passed_on() -> None:
+    base = "def key(*args):\n    return args\n"
+    gold = base + "\n\ndef method_key(self, *args):\n    return key(*args)\n"
+    [c] = kinds(am.agent_mistakes("k.py", base, gold), "unused_parameter")
+    assert load(c.text)["method_key"]("s", 1) == ("s", 1)  # gold: (1,)
+    # negative control: every parameter used
+    assert not kinds(am.agent_mistakes("k.py", base, base + "\n\ndef g(a):\n    return key(a)\n"), "unused_parameter")

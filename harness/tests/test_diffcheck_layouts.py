@@ -26,8 +26,8 @@ def build(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def trace(repo: Path, targets: str, tests: str) -> dict:
-    r = subprocess.run([sys.executable, str(SCRIPT), str(repo), "--targets", targets, "--tests", tests],
+def trace(repo: Path, targets: str, tests: str, *extra: str) -> dict:
+    r = subprocess.run([sys.executable, str(SCRIPT), str(repo), "--targets", targets, "--tests", tests, *extra],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
@@ -193,3 +193,26 @@ def test_replays_cover_every_function_when_one_is_called_thousands_of_times(tmp_
     replayed = {k.split("#")[0] for k in out["variants"] if k.startswith("replay::")}
     assert replayed == {"replay::m:hot", "replay::m:cold"}
     assert len([k for k in out["variants"] if k.startswith("replay::m:cold#")]) >= 5
+
+
+def test_a_helper_reached_only_inside_the_code_is_replayed_with_deep(tmp_path: Path) -> None:
+    """The gold patch changes a helper the tests reach only through the function they call (as
+    parse's Parser._to_group_name): with --deep naming it, its inner calls are replayed with the
+    values it took in its other calls, which shows the wrong patch (the collision branch left
+    out); without --deep nothing does (control), and an equivalent patch shows nothing."""
+    base = {"tests/test_m.py": "import m\n\ndef test_names():\n    assert m.names('a-b,c') == ['a_b', 'c']\n"}
+    top = "\n\ndef names(spec):\n    taken = []\n    for f in spec.split(','):\n        taken.append(_group(f, taken))\n    return taken\n"
+    gold = {"m.py": "def _group(field, taken):\n    g = field.replace('-', '_')\n    if g in taken:\n        g = g + '_'\n    return g\n" + top}
+    wrong = {"m.py": "def _group(field, taken):\n    g = field.replace('-', '_')\n    return g\n" + top}
+    same = {"m.py": "def _group(field, taken):\n    g = field.replace('-', '_')\n    if g in taken:\n        g += '_'\n    return g\n" + top}
+    deep = ("--deep", json.dumps({"m.py": ["_group"]}))
+    runs = {}
+    for label, patch in (("gold", gold), ("wrong", wrong), ("same", same)):
+        repo = build(tmp_path / label, {**base, **patch})
+        runs[label] = (trace(repo, "m.py", "tests/test_m.py", *deep), trace(repo, "m.py", "tests/test_m.py"))
+    g2 = trace(tmp_path / "gold", "m.py", "tests/test_m.py", *deep)
+    bad = difference(runs["gold"][0], g2, runs["wrong"][0])
+    assert bad is not None and bad[0].startswith("replay::m:_group"), bad
+    assert difference(runs["gold"][0], g2, runs["same"][0]) is None
+    g2_plain = trace(tmp_path / "gold", "m.py", "tests/test_m.py")
+    assert difference(runs["gold"][1], g2_plain, runs["wrong"][1]) is None  # without --deep: not seen

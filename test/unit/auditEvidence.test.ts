@@ -19,6 +19,15 @@ describe('evidence of a flag', () => {
     expect(behaviourDifference(gold, gold, gold)).toBeNull();
   });
 
+  it('a test of thousands of calls keeps the 50 events around the first difference (a history stays small), the call named from all', () => {
+    const many = (k: number) => Array.from({ length: 3000 }, (_, i) => call(`(${i},)`, i === 2000 ? String(k) : '0'));
+    const d = behaviourDifference(trace({ t: many(1) }), trace({ t: many(1) }), trace({ t: many(2) }))!;
+    expect(d.gold).toHaveLength(50);
+    expect(d.gold[5]).toEqual(call('(2000,)', '1'));
+    expect(d.candidate![5]).toEqual(call('(2000,)', '2'));
+    expect(d.call).toEqual({ function: 'm:half', args: '(2000,)', kwargs: '{}', gold: 'return 1', candidate: 'return 2' });
+  });
+
   it('a replayed call the candidate lacks is no evidence (cut by its time budget); a test variant it lacks is', () => {
     const gold = trace({ 't#pytest': [call('(4,)', '2')], 'replay::m:half#a': [call('(3,)', '1')] });
     expect(behaviourDifference(gold, gold, trace({ 't#pytest': [call('(4,)', '2')] }))).toBeNull();

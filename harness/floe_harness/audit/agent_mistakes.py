@@ -9,7 +9,15 @@ if running it shows a difference (``diffcheck.py``).
 - ``branch_drop``: a partial fix, an ``if``/``elif``/``else`` the gold patch wrote with one
   branch left out (or the whole ``if`` dropped);
 - ``off_by_one``: an arithmetic result or ``len()`` the gold patch wrote, ±1, and a division
-  it wrote rounded or truncated.
+  it wrote rounded or truncated;
+- ``guard``: an ``if`` the gold patch wrote on a collection's truth (``if rest:``) made a length
+  test off by one (``len(rest) > 1``), and a bound it compares with ±1;
+- ``unused_parameter``: a parameter of a function the gold patch wrote that its body leaves
+  unused (``self`` in a key function) passed on to the call the body makes, as an agent that
+  copies the signature through would;
+- ``string_number``: a number inside a string literal the gold patch wrote (a regex bound
+  ``{1,6}``, a width in ``"%05d"``), ±1, and a regex repetition ``{m,n}`` it wrote opened to
+  ``+`` (the bound guessed, or left out).
 
 Left out, measured: the changed function behaving as the gold patch only when every plain
 argument is a value the issue's text names (the issue's example special-cased). On the toy
@@ -225,6 +233,119 @@ def off_by_ones(path: str, base: str, gold: str) -> list[Candidate]:
     return out[:MAX_PER_KIND]
 
 
+# ---------- guards ----------
+
+def guards(path: str, base: str, gold: str) -> list[Candidate]:
+    try:
+        tree = ast.parse(gold)
+    except SyntaxError:
+        return []
+    lines = changed_gold_lines(base, gold)
+    out: list[Candidate] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.If, ast.While)) or node.test.lineno not in lines or node.test.lineno != node.test.end_lineno:
+            continue
+        t = node.test
+        forms: list[tuple[str, ast.expr]] = []
+        if isinstance(t, (ast.Name, ast.Attribute, ast.Subscript)):
+            forms.append((f"`{ast.unparse(t)}` as `len(…) > 1`", ast.Compare(ast.Call(ast.Name("len", ast.Load()), [copy.deepcopy(t)], []), [ast.Gt()], [ast.Constant(1)])))
+        elif isinstance(t, ast.Compare) and len(t.comparators) == 1 and isinstance(t.comparators[0], ast.Constant) \
+                and isinstance(t.comparators[0].value, int) and not isinstance(t.comparators[0].value, bool):
+            for d in (1, -1):
+                new = copy.deepcopy(t)
+                new.comparators = [ast.Constant(t.comparators[0].value + d)]
+                forms.append((f"bound {t.comparators[0].value} {'+' if d > 0 else '-'} 1", new))
+        line = _lines(gold, True)[t.lineno - 1]
+        b = line.encode()
+        for what, new_test in forms:
+            new_line = (b[:t.col_offset] + ast.unparse(new_test).encode() + b[t.end_col_offset:]).decode()
+            glines = _lines(gold, True)
+            text = "".join(glines[:t.lineno - 1] + [new_line] + glines[t.lineno:])
+            try:
+                ast.parse(text)
+            except SyntaxError:
+                continue
+            out.append(Candidate("guard", f"{path}:{t.lineno}: the condition `{ast.unparse(t)}`: {what} (`{ast.unparse(new_test)}`)", path, text))
+    return out[:MAX_PER_KIND]
+
+
+# ---------- a parameter the body leaves unused, passed on ----------
+
+def unused_parameters(path: str, base: str, gold: str) -> list[Candidate]:
+    try:
+        tree = ast.parse(gold)
+    except SyntaxError:
+        return []
+    lines = changed_gold_lines(base, gold)
+    out: list[Candidate] = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not set(range(fn.lineno, fn.end_lineno + 1)) & lines:  # type: ignore[operator]
+            continue
+        used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        unused = [p for p in params if p not in used]
+        calls = [c for c in ast.walk(fn) if isinstance(c, ast.Call) and c.lineno in lines and c.lineno == c.end_lineno]
+        for p in unused[:2]:
+            for c in calls[:3]:
+                new = copy.deepcopy(c)
+                new.args = [ast.Name(p, ast.Load()), *new.args]
+                line = _lines(gold, True)[c.lineno - 1]
+                b = line.encode()
+                new_line = (b[:c.col_offset] + ast.unparse(new).encode() + b[c.end_col_offset:]).decode()
+                glines = _lines(gold, True)
+                text = "".join(glines[:c.lineno - 1] + [new_line] + glines[c.lineno:])
+                try:
+                    ast.parse(text)
+                except SyntaxError:
+                    continue
+                out.append(Candidate("unused_parameter", f"{path}:{c.lineno}: `{p}`, unused in `{fn.name}`, passed on (`{ast.unparse(new)}`)", path, text))
+    return out[:MAX_PER_KIND]
+
+
+# ---------- numbers inside the strings the gold patch wrote ----------
+
+REPEAT = re.compile(r"\{\d+(,\d*)?\}")
+
+
+def string_numbers(path: str, base: str, gold: str) -> list[Candidate]:
+    try:
+        tree = ast.parse(gold)
+    except SyntaxError:
+        return []
+    changed = changed_gold_lines(base, gold)
+    gold_lines = _lines(gold, True)
+    base_strings = {n.value for n in ast.walk(ast.parse(base)) if isinstance(n, ast.Constant) and isinstance(n.value, str)} if base else set()
+    in_fstring = {id(c) for j in ast.walk(tree) if isinstance(j, ast.JoinedStr) for c in ast.walk(j)}  # format_specs' part
+    out: list[Candidate] = []
+    for node in ast.walk(tree):
+        if id(node) in in_fstring:
+            continue
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.lineno == node.end_lineno and node.lineno in changed):
+            continue
+        if node.value in base_strings or not re.search(r"\d", node.value):
+            continue
+        line = gold_lines[node.lineno - 1]
+        seg = line.encode()[node.col_offset:node.end_col_offset].decode(errors="replace")
+        variants: list[tuple[str, str]] = []
+        for m in re.finditer(r"\d+", seg):
+            n = int(m.group())
+            for d in (1, -1):
+                if n + d >= 0:
+                    variants.append((f"`{m.group()}` {'+' if d > 0 else '-'} 1", seg[:m.start()] + str(n + d) + seg[m.end():]))
+        for m in REPEAT.finditer(seg):
+            variants.append((f"`{m.group()}` opened to `+`", seg[:m.start()] + "+" + seg[m.end():]))
+        for what, new_seg in variants:
+            b = line.encode()
+            new_line = (b[:node.col_offset] + new_seg.encode() + b[node.end_col_offset:]).decode()
+            try:
+                ast.parse(new_seg)
+            except SyntaxError:
+                continue
+            text = "".join(gold_lines[:node.lineno - 1] + [new_line] + gold_lines[node.lineno:])
+            out.append(Candidate("string_number", f"{path}:{node.lineno}: in the string {seg}, {what} ({new_seg})", path, text))
+    return out[:MAX_PER_KIND]
+
+
 def _replace_child(root: ast.AST, old: ast.AST, new: ast.AST) -> bool:
     for node in ast.walk(root):
         for field, value in ast.iter_fields(node):
@@ -242,4 +363,5 @@ def agent_mistakes(path: str, base: str, gold: str) -> list[Candidate]:
     if not path.endswith(".py"):
         return []
     return [*format_specs(path, base, gold), *call_sites(path, base, gold), *branch_drops(path, base, gold),
-            *off_by_ones(path, base, gold)]
+            *off_by_ones(path, base, gold), *string_numbers(path, base, gold), *guards(path, base, gold),
+            *unused_parameters(path, base, gold)]

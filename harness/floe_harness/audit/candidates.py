@@ -437,6 +437,30 @@ def seeds(files: dict[str, dict[str, str]], limit: int = 20) -> list[Any]:
     return out[:limit]
 
 
+def changed_functions(files: dict[str, dict[str, str]]) -> dict[str, list[str]]:
+    """By file, the functions and methods (``name``, ``Class.name``) whose lines the gold patch
+    wrote: diffcheck.py keeps their calls from inside the code as well (a helper the tests reach
+    only through the function they call), for replay."""
+    out: dict[str, list[str]] = {}
+    for path, t in files.items():
+        try:
+            tree = ast.parse(t["gold"])
+        except SyntaxError:
+            continue
+        lines = changed_gold_lines(t.get("base") or "", t["gold"])
+
+        def visit(body: list, prefix: str) -> None:
+            for node in body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    if lines & set(range(node.lineno, (node.end_lineno or node.lineno) + 1)):
+                        out.setdefault(path, []).append(prefix + node.name)
+                elif isinstance(node, ast.ClassDef):
+                    visit(node.body, prefix + node.name + ".")
+
+        visit(tree.body, "")
+    return out
+
+
 def candidates(files: dict[str, dict[str, str]], limit: int = 200, more: Callable[[str, str, str], list[Candidate]] | None = None) -> list[dict[str, Any]]:
     """Every candidate for a gold patch: ``files`` maps each Python file it changes to
     ``{"base": text (None: a file the gold patch creates), "gold": text}`` (other files stay as the gold patch leaves them). Each

@@ -38,6 +38,7 @@ import hashlib
 import importlib
 import json
 import os
+import random
 import re
 import signal
 import sys
@@ -86,13 +87,25 @@ _calls: list = []  # the pytest phase's calls from test code, kept for replay: (
 _keep = [False]  # keep calls (the pytest phase only)
 _kept_of: dict = {}  # calls kept per function: a few of each, not the first thousands of one
 MAX_KEPT_PER_FUNCTION = 20
+# the tests the task's fix is about (its FAIL_TO_PASS ids, --focus): their calls are kept past
+# the cap and replayed first, with half the replays, so a suite of hundreds of calls into the
+# changed code does not leave the calls that exercise the fix with one or two replays each
+FOCUS: set = set()
+_focus = [False]
+_focus_calls: list = []
+_focus_kept_of: dict = {}
+# the functions the gold patch changed (--deep, by file): their calls from inside the code are
+# kept for replay too (not logged: a test's variant holds the calls the test code makes)
+DEEP: dict = {}
+_deep_names: set = set()
 
 
 def _wrap(fn, name: str, method: bool):
     def wrapper(*args, **kwargs):
         top = _depth[0] == 0
         kept = None
-        if top and _keep[0] and _kept_of.get(name, 0) < MAX_KEPT_PER_FUNCTION:
+        counts = _focus_kept_of if _focus[0] else _kept_of
+        if (top or name in _deep_names) and _keep[0] and counts.get(name, 0) < MAX_KEPT_PER_FUNCTION:
             try:  # the inputs as they were before the call (it may change them)
                 kept = (name, fn, method, copy.deepcopy(args), copy.deepcopy(kwargs))
             except Exception:  # an input that cannot be copied (a lock, a file): not replayed
@@ -106,14 +119,14 @@ def _wrap(fn, name: str, method: bool):
             if top:
                 _log.append([name, _repr(args[1:] if method else args), _repr(kwargs), "raise", type(err).__name__, _state(args[0]) if method and args else None])
                 if kept:
-                    _calls.append(kept)
-                    _kept_of[name] = _kept_of.get(name, 0) + 1
+                    (_focus_calls if _focus[0] else _calls).append(kept)
+                    counts[name] = counts.get(name, 0) + 1
             raise
         finally:
             _depth[0] -= 1
         if kept:
-            _calls.append(kept)
-            _kept_of[name] = _kept_of.get(name, 0) + 1
+            (_focus_calls if _focus[0] else _calls).append(kept)
+            counts[name] = counts.get(name, 0) + 1
         if top:
             _log.append([name, _repr(args[1:] if method else args), _repr(kwargs), "return", _repr(result), _state(args[0]) if method and args else None])
         return result
@@ -176,6 +189,8 @@ def instrument(targets: list, repo: str = ".") -> None:
         mod = importlib.import_module(modname)
         for name, obj in list(vars(mod).items()):
             if isinstance(obj, types.FunctionType) and obj.__module__ == mod.__name__:
+                if name in DEEP.get(path, ()):
+                    _deep_names.add("%s:%s" % (mod.__name__, name))
                 w = _wrap(obj, "%s:%s" % (mod.__name__, name), False)
                 _wrapped[id(obj)] = w
                 setattr(mod, name, w)
@@ -184,6 +199,8 @@ def instrument(targets: list, repo: str = ".") -> None:
                     if attr.startswith("__") and attr not in ("__init__", "__call__", "__eq__", "__lt__", "__str__", "__len__", "__contains__", "__getitem__"):
                         continue
                     qual = "%s:%s.%s" % (mod.__name__, name, attr)
+                    if "%s.%s" % (name, attr) in DEEP.get(path, ()):
+                        _deep_names.add(qual)
                     if isinstance(member, staticmethod):
                         setattr(obj, attr, staticmethod(_wrap(member.__func__, qual, False)))
                     elif isinstance(member, classmethod):
@@ -210,7 +227,7 @@ def perturbations(value) -> list:
         out = [value + 0.5, -value, 0.0, value * 2]
     elif isinstance(value, str):
         out = ["", value + "s", value.upper(), value.lower(), value.capitalize(), value.title(), " " + value, value + " ",
-               value[1:], value[:-1], value.replace(",", " ,"), value + value]
+               value[1:], value[:-1], value.replace(",", " ,"), value + value, value + value[-1:], value[:1] + value]
     if isinstance(value, str):
         out += [x for s in SEEDS if isinstance(s, str) for x in (value + s, s + value, s)]
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -340,7 +357,7 @@ def run(repo: str, targets: list, tests: list, max_variants: int, max_replays: i
                 finally:
                     signal.alarm(0)
                     _depth[0] = 0
-                variants[key] = list(_log)
+                variants[key] = _capped(list(_log))
     # a test whose unperturbed run hung is not run again (its timeout is already logged)
     hung = [k.rsplit("#", 1)[0] for k, ev in variants.items() if k.endswith("#0") and ["timeout"] in ev]
     variants.update(run_pytest(tests, max_replays, hung))
@@ -348,6 +365,15 @@ def run(repo: str, targets: list, tests: list, max_variants: int, max_replays: i
 
 
 ITEM_SECONDS = 20
+# a test that calls the changed code tens of thousands of times (a cross-check loop) would make
+# a trace of tens of megabytes, past what the audit reads back: its first calls are kept, then
+# one event with the count (the same in every tree that makes the same calls)
+MAX_EVENTS_PER_VARIANT = 2000
+
+
+def _capped(events: list) -> list:
+    return events if len(events) <= MAX_EVENTS_PER_VARIANT else events[:MAX_EVENTS_PER_VARIANT] + [["calls", len(events)]]
+
 REPLAY_SECONDS = 0.5
 # all replays together: a real test suite keeps thousands of calls, and the audit's trace has a
 # time limit; replays go round the kept calls so a cut still covers every function
@@ -401,21 +427,26 @@ class _Phase:
     def pytest_runtest_protocol(self, item, nextitem):  # a hook wrapper: marked in run_pytest
         del _log[:]
         _keep[0] = True
+        _focus[0] = item.nodeid in FOCUS
+        random.seed(0)  # code that draws random numbers draws the same in every tree
         signal.alarm(ITEM_SECONDS)
         try:
             yield
         finally:
             signal.alarm(0)
             _keep[0] = False
+            _focus[0] = False
             _depth[0] = 0
-            self.variants["%s#pytest" % item.nodeid] = list(_log)
+            self.variants["%s#pytest" % item.nodeid] = _capped(list(_log))
 
 
-def _alternatives(value, pool: list) -> list:
-    """Nearby inputs for one argument: its perturbations, then the tests' values of its type."""
+def _alternatives(value, pool: list, same: list = ()) -> list:
+    """Nearby inputs for one argument: its perturbations, the values the same function took in
+    that argument in its other calls, then the tests' values of its type."""
     out = list(perturbations(value)) if isinstance(value, _POOL_TYPES) else []
     if isinstance(value, (list, tuple)) and len(value) >= 2:
         out += [type(value)(reversed(value)), type(value)(value[1:]), type(value)(list(value) + list(value[:1]))]
+    out += [v for v in same if type(v) is type(value)]
     out += [v for v in pool if type(v) is type(value)]
     seen: set = {(type(value).__name__, _repr(value))}
     kept: list = []
@@ -452,10 +483,20 @@ def replay(calls: list, pool: list, max_replays: int, budget: float = REPLAY_BUD
         name, _fn, method, args, kwargs = c
         distinct.setdefault((name, _repr(args), _repr(kwargs), _state(args[0]) if method and args else None), c)
 
+    same: dict = {}  # (function, argument) -> the values its calls took there
+    for _n, _fn, method, args, kwargs in distinct.values():
+        for i in range(1 if method else 0, len(args)):
+            if isinstance(args[i], _POOL_TYPES):
+                same.setdefault((_n, ("a", i)), {}).setdefault(_repr(args[i]), args[i])
+        for k, v in kwargs.items():
+            if isinstance(v, _POOL_TYPES):
+                same.setdefault((_n, ("k", k)), {}).setdefault(_repr(v), v)
+
     def inputs(c):
         _n, _fn, method, args, kwargs = c
         for slot in [("a", i) for i in range(1 if method else 0, len(args))] + [("k", k) for k in sorted(kwargs)]:
-            for alt in _alternatives(args[slot[1]] if slot[0] == "a" else kwargs[slot[1]], pool):
+            seen_here = list(same.get((_n, slot), {}).values())[:POOL_PER_TYPE]
+            for alt in _alternatives(args[slot[1]] if slot[0] == "a" else kwargs[slot[1]], pool, seen_here):
                 yield slot, alt
 
     # the first call of each function, then the second of each, …: a cut still covers them all
@@ -487,6 +528,7 @@ def replay(calls: list, pool: list, max_replays: int, budget: float = REPLAY_BUD
             shown = _repr(a[1:] if method else a)
             key = "replay::%s#%s" % (name, hashlib.sha1(("%s|%s|%s" % (shown, _repr(k), before)).encode("utf-8", "replace")).hexdigest()[:16])
             _depth[0] = 1  # calls the replayed code makes are not calls from test code
+            random.seed(0)
             try:
                 signal.setitimer(signal.ITIMER_REAL, REPLAY_SECONDS)
                 result = _outcome_repr(fn(*a, **k))
@@ -527,7 +569,9 @@ def run_pytest(tests: list, max_replays: int, deselect: list = ()) -> dict:
     except ImportError:
         pass
     del _calls[:]
+    del _focus_calls[:]
     _kept_of.clear()
+    _focus_kept_of.clear()
     try:
         pytest.main(args, plugins=[phase])
     except BaseException as err:  # pytest itself failed: what ran so far is still evidence
@@ -535,14 +579,17 @@ def run_pytest(tests: list, max_replays: int, deselect: list = ()) -> dict:
     # the tests' values, at most POOL_PER_TYPE of each type, spread over their sorted order (the
     # same for every tree: they come from the tests, not from the code under test)
     by_type: dict = {}
-    for v in phase.pool + [x for c in _calls for x in _flat(c[3], c[4])] + list(SEEDS):
+    for v in phase.pool + [x for c in _focus_calls + _calls for x in _flat(c[3], c[4])] + list(SEEDS):
         by_type.setdefault(type(v).__name__, {}).setdefault(_repr(v), v)
     pool: list = []
     for name in sorted(by_type):
         values = [by_type[name][r] for r in sorted(by_type[name])]
         step = max(1, len(values) // POOL_PER_TYPE)
         pool += values[::step][:POOL_PER_TYPE]
-    phase.variants.update(replay(_calls, pool, max_replays))
+    started = time.monotonic()
+    focused = replay(_focus_calls, pool, max_replays // 2, REPLAY_BUDGET_SECONDS / 2) if _focus_calls else {}
+    phase.variants.update(focused)
+    phase.variants.update(replay(_calls, pool, max_replays - len(focused), REPLAY_BUDGET_SECONDS - (time.monotonic() - started)))
     return phase.variants
 
 
@@ -561,7 +608,13 @@ def main(argv=None) -> int:
     ap.add_argument("--max-variants", type=int, default=400)
     ap.add_argument("--max-replays", type=int, default=1000)
     ap.add_argument("--seeds", default="[]", help="JSON list of constants to try as inputs")
+    ap.add_argument("--deep", default="{}", help="JSON {file: [function or Class.method]} the gold patch changed: their inner calls are replayed too")
+    ap.add_argument("--focus", default="[]", help="JSON list of pytest node ids whose calls are replayed first (the FAIL_TO_PASS tests)")
     a = ap.parse_args(argv)
+    DEEP.clear()
+    DEEP.update({k: list(v) for k, v in json.loads(a.deep).items()} if a.deep else {})
+    FOCUS.clear()
+    FOCUS.update(x for x in json.loads(a.focus) if isinstance(x, str))
     SEEDS[:] = [v for v in json.loads(a.seeds) if isinstance(v, (str, int, float))]
     # what the code under test (or pytest, or a process it starts) prints must not mix with the
     # answer: file descriptor 1 is stderr while they run, the answer goes to a copy of the old one

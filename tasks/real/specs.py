@@ -1,0 +1,655 @@
+"""The realistic development set: tasks made from real fixes between two releases of small
+pure-Python packages on PyPI. The single source that build.py turns into tasks/real/<id>/.
+
+Each task's base is the old release's sdist, its gold patch the fix as the new release has it,
+its hidden tests the tests the new release added for that fix (copied verbatim: build.py checks
+that every line either adds is in the new release's sdist). Edits are (path, old, new) text
+replacements on the old release's tree; `old` must occur exactly once.
+
+  name      short name; the instance id is real__<name>
+  package   the PyPI name; old, new: the two releases (pinned by sha256 in SDISTS)
+  layout    the shapes the task has (src layout, re-export, parametrize, TestCase, fixture,
+            module constant, format spec), for the table in README.md
+  loose     True when `wrong` passes every hidden and visible test (proven by validate.py,
+            which also runs `probe` in the gold and the wrong tree and requires different output)
+  gold      the real fix (edits)
+  tests     the real tests for it (edits to the old release's test files; (path, None, None)
+            takes the new release's file whole)
+  wrong     an agent-style wrong patch (edits). Loose: passes every test. Sound: fails a hidden test
+  tried     sound tasks: more agent-style wrong patches, each failing some hidden test
+  probe     loose tasks: Python printing values on which gold and `wrong` differ
+  statement the issue text (what a user reported)
+"""
+
+SDISTS = {
+    "parse-1.20.0": "bd28bae37714b45d5894d77160a16e2be36b64a3b618c81168b3684676aa498b",
+    "parse-1.20.1": "09002ca350ad42e76629995f71f7b518670bcf93548bdde3684fd55d2be51975",
+    "parse-1.20.2": "b41d604d16503c79d81af5165155c0b20f6c8d6c559efa66b4b695c3e5a0a0ce",
+    "semver-3.0.1": "9ec78c5447883c67b97f98c3b6212796708191d22e4ad30f4570f840171cbce1",
+    "semver-3.0.2": "6253adb39c70f6e51afed2fa7152bcd414c411286088fb4b9effb133885ab4cc",
+    "semver-3.0.3": "8769a03a93507fecdf19b6eefb08d5e95b462504871a61e29e09798822888c94",
+    "more-itertools-9.0.0": "5a6257e40878ef0520b1803990e3e22303a41b5714006c32a3fd8304b26ea1ab",
+    "more-itertools-9.1.0": "cabaa341ad0389ea83c17a94566a53ae4c9d07349861ecb14dc6d0345cf9ac5d",
+    "more-itertools-10.2.0": "8fccb480c43d3e99a00087634c06dd02b0d50fbf088b380de5a41a015ec239e1",
+    "more-itertools-10.3.0": "e5d93ef411224fbcef366a6e8ddc4c5781bc6359d43412a65dd5964e46111463",
+    "cachetools-5.3.3": "ba29e2dfa0b8b556606f097407ed1aa62080ee108ab0dc5ec9d6a723a007d105",
+    "cachetools-5.4.0": "b8adc2e7c07f105ced7bc56dbb6dfbe7c4a00acce20e2227b3f355be89bc6827",
+    "cachetools-5.5.0": "2cc24fb4cbe39633fb7badd9db9ca6295d766d9c2995f245725a46715d050f2a",
+    "humanize-4.2.0": "b79797c101f274a19ed7b5f0cd3aa65e1aa379868b974692a9d3129ccc311be2",
+    "humanize-4.3.0": "0dfac79fe8c1c0c734c14177b07b857bad9ae30dd50daa0a14e2c3d8054ee0c4",
+    "humanize-4.9.0": "582a265c931c683a7e9b8ed9559089dea7edcf6cc95be39a3cbc2c5d5ac2bcfa",
+    "humanize-4.10.0": "06b6eb0293e4b85e8d385397c5868926820db32b9b654b932f57fa41c23c9978",
+}
+
+TASKS = []
+
+
+def task(name, package, old, new, layout, loose, gold, tests, wrong, statement, tried=(), probe=None):
+    TASKS.append(dict(name=name, package=package, old=old, new=new, layout=list(layout), loose=loose, gold=gold,
+                      tests=tests, wrong=wrong, tried=list(tried), probe=probe, statement=statement))
+
+
+# ------------------------------------------------------------------------------------------ parse
+
+task(
+    "parse_subsecond", "parse", "1.20.0", "1.20.1", ["module constant", "format spec"], True,
+    gold=[("parse.py", '    "%f": "[0-9]{6}",', '    "%f": "[0-9]{1,6}",')],
+    tests=[("tests/test_parse.py", '''    assert r.named["dt"] == datetime(2023, 11, 21, 13, 23, 27)
+
+
+@pytest.mark.skipif(''', '''    assert r.named["dt"] == datetime(2023, 11, 21, 13, 23, 27)
+
+
+def test_datetime_with_various_subsecond_precision():
+    r = parse.parse("{dt:%Y-%m-%d %H:%M:%S.%f}", "2023-11-21 13:23:27.123456")
+    assert r.named["dt"] == datetime(2023, 11, 21, 13, 23, 27, 123456)
+
+    r = parse.parse("{dt:%Y-%m-%d %H:%M:%S.%f}", "2023-11-21 13:23:27.12345")
+    assert r.named["dt"] == datetime(2023, 11, 21, 13, 23, 27, 123450)
+
+    r = parse.parse("{dt:%Y-%m-%d %H:%M:%S.%f}", "2023-11-21 13:23:27.1234")
+    assert r.named["dt"] == datetime(2023, 11, 21, 13, 23, 27, 123400)
+
+    r = parse.parse("{dt:%Y-%m-%d %H:%M:%S.%f}", "2023-11-21 13:23:27.123")
+    assert r.named["dt"] == datetime(2023, 11, 21, 13, 23, 27, 123000)
+
+    r = parse.parse("{dt:%Y-%m-%d %H:%M:%S.%f}", "2023-11-21 13:23:27.0")
+    assert r.named["dt"] == datetime(2023, 11, 21, 13, 23, 27, 0)
+
+
+@pytest.mark.skipif(''')],
+    # the quantifier opened at both ends: seven digits and more now match %f
+    wrong=[("parse.py", '    "%f": "[0-9]{6}",', '    "%f": "[0-9]+",')],
+    probe='import parse\nfor s in ("13:23:27.1234567", "13:23:27.12"):\n    try:\n        print(repr(parse.parse("{dt:%H:%M:%S.%f}", s)))\n    except Exception as e:\n        print(type(e).__name__)',
+    statement="Parsing a datetime with `%f` only works with exactly six digits of fractional seconds.\n\n"
+              "`parse.parse(\"{dt:%Y-%m-%d %H:%M:%S.%f}\", \"2023-11-21 13:23:27.123\")` returns None. "
+              "`datetime.strptime` accepts one to six digits for `%f`; parse should too.\n",
+)
+
+task(
+    "parse_format_property", "parse", "1.20.0", "1.20.1", ["read-only property"], False,
+    gold=[("parse.py", '''        return self._fixed_fields.copy()
+
+''', '''        return self._fixed_fields.copy()
+
+    @property
+    def format(self):
+        return self._format
+
+''')],
+    tests=[("tests/test_parse.py", '''    [res] = parse.parse("{:" + fmt + "}", s)
+    assert res == dt
+''', '''    [res] = parse.parse("{:" + fmt + "}", s)
+    assert res == dt
+
+
+def test_parser_format():
+    parser = parse.compile("hello {}")
+    assert parser.format.format("world") == "hello world"
+    with pytest.raises(AttributeError):
+        parser.format = "hi {}"
+''')],
+    # a plain attribute: readable, but writable too
+    wrong=[("parse.py", '''        return self._fixed_fields.copy()
+
+''', '''        return self._fixed_fields.copy()
+
+    def __getattr__(self, name):
+        if name == "format":
+            return self._format
+        raise AttributeError(name)
+
+''')],
+    tried=[[("parse.py", '''        return self._fixed_fields.copy()
+
+''', '''        return self._fixed_fields.copy()
+
+    @property
+    def format(self):
+        return self._expression
+
+''')]],
+    statement="Expose the format string a Parser was compiled from.\n\n"
+              "`parse.compile(\"hello {}\")` keeps its format in a private attribute. Please add a read-only "
+              "`format` property so that `parser.format.format(\"world\")` gives `\"hello world\"`; assigning to it "
+              "should raise AttributeError.\n",
+)
+
+task(
+    "parse_hyphen_field", "parse", "1.20.1", "1.20.2", ["module constant", "one branch of several"], True,
+    gold=[("parse.py", r'''PARSE_RE = re.compile(r"({{|}}|{\w*(?:\.\w+|\[[^]]+])*(?::[^}]+)?})")''',
+           r'''PARSE_RE = re.compile(r"({{|}}|{[\w-]*(?:\.[\w-]+|\[[^]]+])*(?::[^}]+)?})")'''),
+          ("parse.py", '''        group = field.replace(".", "_").replace("[", "_").replace("]", "_")
+''', '''        group = field.replace(".", "_").replace("[", "_").replace("]", "_").replace("-", "_")
+'''),
+          ("parse.py", '''                group = field.replace("_", "_" * n)
+''', '''                group = field.replace("_", "_" * n)
+            elif "-" in field:
+                group = field.replace("-", "_" * n)
+''')],
+    tests=[("tests/test_parse.py", '''def test_parser_format():''', '''def test_hyphen_inside_field_name():
+    # https://github.com/r1chardj0n3s/parse/issues/86
+    # https://github.com/python-openapi/openapi-core/issues/672
+    template = "/local/sub/{user-id}/duration"
+    assert parse.Parser(template).named_fields == ["user_id"]
+    string = "https://dummy_server.com/local/sub/1647222638/duration"
+    result = parse.search(template, string)
+    assert result["user-id"] == "1647222638"
+
+
+def test_hyphen_inside_field_name_collision_handling():
+    template = "/foo/{user-id}/{user_id}/{user.id}/bar/"
+    assert parse.Parser(template).named_fields == ["user_id", "user__id", "user___id"]
+    string = "/foo/1/2/3/bar/"
+    result = parse.search(template, string)
+    assert result["user-id"] == "1"
+    assert result["user_id"] == "2"
+    assert result["user.id"] == "3"
+
+
+def test_parser_format():''')],
+    # the pattern and the group name, but not the collision branch for hyphenated fields
+    wrong=[("parse.py", r'''PARSE_RE = re.compile(r"({{|}}|{\w*(?:\.\w+|\[[^]]+])*(?::[^}]+)?})")''',
+            r'''PARSE_RE = re.compile(r"({{|}}|{[\w-]*(?:\.[\w-]+|\[[^]]+])*(?::[^}]+)?})")'''),
+           ("parse.py", '''        group = field.replace(".", "_").replace("[", "_").replace("]", "_")
+''', '''        group = field.replace(".", "_").replace("[", "_").replace("]", "_").replace("-", "_")
+''')],
+    probe='import parse\ntry:\n    print(parse.Parser("/{user_id}/{user-id}/").named_fields)\nexcept Exception as e:\n    print(type(e).__name__, e)',
+    statement="Field names with a hyphen are not recognised.\n\n"
+              "`parse.search(\"/local/sub/{user-id}/duration\", url)` returns None: `{user-id}` is not taken as a "
+              "field. OpenAPI path templates use such names. A field named `user-id` should be captured and "
+              "read back as `result[\"user-id\"]`, even when the template has other fields whose names "
+              "differ only in `-`, `_` or `.`.\n",
+)
+
+# ----------------------------------------------------------------------------------------- semver
+
+task(
+    "semver_replace_subclass", "semver", "3.0.1", "3.0.2", ["src layout", "re-export", "method"], False,
+    gold=[("src/semver/version.py", "            return Version(**version)  # type: ignore",
+           "            return type(self)(**version)  # type: ignore")],
+    tests=[("tests/test_subclass.py", '''    v = SemVerWithVPrefix.parse("v1.2.3")
+    assert str(v) == "v1.2.3"
+''', '''    v = SemVerWithVPrefix.parse("v1.2.3")
+    assert str(v) == "v1.2.3"
+
+
+def test_replace_from_subclass():
+    # Issue#426
+    # Taken from the example "Creating Subclasses from Version"
+    class SemVerWithVPrefix(Version):
+        """
+        A subclass of Version which allows a "v" prefix
+        """
+
+        @classmethod
+        def parse(cls, version: str) -> "SemVerWithVPrefix":
+            """
+            Parse version string to a Version instance.
+
+            :param version: version string with "v" or "V" prefix
+            :raises ValueError: when version does not start with "v" or "V"
+            :return: a new instance
+            """
+            if not version[0] in ("v", "V"):
+                raise ValueError(
+                    f"{version!r}: not a valid semantic version tag. "
+                    "Must start with 'v' or 'V'"
+                )
+            return super().parse(version[1:], optional_minor_and_patch=True)
+
+        def __str__(self) -> str:
+            # Reconstruct the tag
+            return "v" + super().__str__()
+
+    version = SemVerWithVPrefix.parse("v1.1.0")
+    dev_version = version.replace(prerelease="dev.0")
+
+    assert str(dev_version) == "v1.1.0-dev.0"
+''')],
+    # the class looked up by name in the module: still Version
+    wrong=[("src/semver/version.py", "            return Version(**version)  # type: ignore",
+            "            return globals()[type(self).__base__.__name__ if type(self) is not Version else 'Version'](**version)  # type: ignore")],
+    tried=[[("src/semver/version.py", "            return Version(**version)  # type: ignore",
+             "            return Version.parse(str(Version(**version)))  # type: ignore")]],
+    statement="`Version.replace()` on a subclass returns a plain `Version`.\n\n"
+              "With the subclass `SemVerWithVPrefix` from the documentation, `SemVerWithVPrefix.parse(\"v1.1.0\")"
+              ".replace(prerelease=\"dev.0\")` prints as `1.1.0-dev.0`; it should stay a `SemVerWithVPrefix` and "
+              "print `v1.1.0-dev.0`.\n",
+)
+
+task(
+    "semver_compare_subclass", "semver", "3.0.2", "3.0.3", ["src layout", "decorator", "method", "one call site of several"], True,
+    gold=[("src/semver/version.py", '''        comparable_types = (
+            Version,''', '''        comparable_types = (
+            type(self),''')],
+    tests=[("tests/test_subclass.py", '''from semver import Version
+''', '''import pytest
+
+from semver import Version
+'''), ("tests/test_subclass.py", '''    assert str(dev_version) == "v1.1.0-dev.0"
+''', '''    assert str(dev_version) == "v1.1.0-dev.0"
+
+
+def test_compare_with_subclass():
+    class SemVerSubclass(Version):
+        pass
+
+    with pytest.raises(TypeError):
+        SemVerSubclass.parse("1.0.0").compare(Version.parse("1.0.0"))
+    assert Version.parse("1.0.0").compare(SemVerSubclass.parse("1.0.0")) == 0
+
+    assert (
+        SemVerSubclass.parse("1.0.0").__eq__(Version.parse("1.0.0")) is NotImplemented
+    )
+    assert Version.parse("1.0.0").__eq__(SemVerSubclass.parse("1.0.0")) is True
+
+    assert SemVerSubclass.parse("1.0.0") == Version.parse("1.0.0")
+    assert Version.parse("1.0.0") == SemVerSubclass.parse("1.0.0")
+''')],
+    # only __eq__ checked against the subclass; the other comparisons left as they were
+    wrong=[("src/semver/version.py", '''    @_comparator
+    def __eq__(self, other: Comparable) -> bool:  # type: ignore
+        return self.compare(other) == 0''', '''    def __eq__(self, other: Comparable) -> bool:  # type: ignore
+        if not isinstance(other, (type(self), dict, tuple, list, *String.__args__)):  # type: ignore
+            return NotImplemented
+        return self.compare(other) == 0''')],
+    probe='import operator\nfrom semver import Version\nclass Sub(Version):\n    pass\nfor op in ("lt", "ne", "ge"):\n    try:\n        print(op, getattr(operator, op)(Sub.parse("1.0.0"), Version.parse("2.0.0")))\n    except Exception as e:\n        print(op, type(e).__name__)',
+    statement="Comparing a `Version` subclass with a `Version` raises TypeError.\n\n"
+              "`SemVerSubclass.parse(\"1.0.0\") == Version.parse(\"1.0.0\")` raises `TypeError: Expected str, bytes, "
+              "dict, tuple, list, or SemVerSubclass instance`. The comparison operators should return "
+              "NotImplemented for types they cannot compare, so that Python tries the reflected operation.\n",
+)
+
+# --------------------------------------------------------------------------------------- humanize
+
+task(
+    "humanize_intword_negative", "humanize", "4.2.0", "4.3.0", ["src layout", "re-export", "parametrize", "one call site of several"], True,
+    gold=[("src/humanize/number.py", '''        return str(value)
+
+    if value < powers[0]:
+        return str(value)
+    for ordinal, power in enumerate(powers[1:], 1):
+        if value < power:
+            chopped = value / float(powers[ordinal - 1])
+            if float(format % chopped) == float(10**3):
+                chopped = value / float(powers[ordinal])
+                singular, plural = human_powers[ordinal]
+                return (
+                    " ".join([format, _ngettext(singular, plural, math.ceil(chopped))])
+                ) % chopped
+            else:
+                singular, plural = human_powers[ordinal - 1]
+                return (
+                    " ".join([format, _ngettext(singular, plural, math.ceil(chopped))])
+                ) % chopped
+    return str(value)
+''', '''        return str(value)
+
+    if value < 0:
+        value *= -1
+        negative_prefix = "-"
+    else:
+        negative_prefix = ""
+
+    if value < powers[0]:
+        return negative_prefix + str(value)
+    for ordinal, power in enumerate(powers[1:], 1):
+        if value < power:
+            chopped = value / float(powers[ordinal - 1])
+            if float(format % chopped) == float(10**3):
+                chopped = value / float(powers[ordinal])
+                singular, plural = human_powers[ordinal]
+                return (
+                    negative_prefix
+                    + " ".join(
+                        [format, _ngettext(singular, plural, math.ceil(chopped))]
+                    )
+                ) % chopped
+            else:
+                singular, plural = human_powers[ordinal - 1]
+                return (
+                    negative_prefix
+                    + " ".join(
+                        [format, _ngettext(singular, plural, math.ceil(chopped))]
+                    )
+                ) % chopped
+
+    return negative_prefix + str(value)
+''')],
+    tests=[("tests/test_number.py", '''        (["100"], "100"),
+        (["1000"], "1.0 thousand"),''', '''        (["0"], "0"),
+        (["100"], "100"),
+        (["-100"], "-100"),
+        (["1000"], "1.0 thousand"),'''),
+           ("tests/test_number.py", '''        (["1000000"], "1.0 million"),
+        (["1200000"], "1.2 million"),''', '''        (["1000000"], "1.0 million"),
+        (["-1000000"], "-1.0 million"),
+        (["1200000"], "1.2 million"),'''),
+           ("tests/test_number.py", '''        (["1000000000"], "1.0 billion"),
+        (["2000000000"], "2.0 billion"),''', '''        (["1000000000"], "1.0 billion"),
+        (["-1000000000"], "-1.0 billion"),
+        (["2000000000"], "2.0 billion"),'''),
+           ("tests/test_number.py", '''        (["6000000000000"], "6.0 trillion"),
+''', '''        (["6000000000000"], "6.0 trillion"),
+        (["-6000000000000"], "-6.0 trillion"),
+'''),
+           ("tests/test_number.py", '''        (["1300000000000000"], "1.3 quadrillion"),
+        (["3500000000000000000000"], "3.5 sextillion"),
+        (["8100000000000000000000000000000000"], "8.1 decillion"),
+''', '''        (["1300000000000000"], "1.3 quadrillion"),
+        (["-1300000000000000"], "-1.3 quadrillion"),
+        (["3500000000000000000000"], "3.5 sextillion"),
+        (["8100000000000000000000000000000000"], "8.1 decillion"),
+        (["-8100000000000000000000000000000000"], "-8.1 decillion"),
+''')],
+    # the sign restored in the common branch only, not where the value rounds up to the next power
+    wrong=[("src/humanize/number.py", '''        return str(value)
+
+    if value < powers[0]:
+        return str(value)''', '''        return str(value)
+
+    negative_prefix = "-" if value < 0 else ""
+    value = abs(value)
+    if value < powers[0]:
+        return negative_prefix + str(value)'''),
+           ("src/humanize/number.py", '''                singular, plural = human_powers[ordinal - 1]
+                return (
+                    " ".join([format, _ngettext(singular, plural, math.ceil(chopped))])''', '''                singular, plural = human_powers[ordinal - 1]
+                return negative_prefix + (
+                    " ".join([format, _ngettext(singular, plural, math.ceil(chopped))])''')],
+    probe='import humanize\nprint(humanize.intword(-999_999_999), humanize.intword(-999_950))',
+    statement="intword() ignores negative numbers.\n\n"
+              "`humanize.intword(-1000000)` returns `'-1000000'`; `intword(1000000)` returns `'1.0 million'`. "
+              "Negative numbers should read the same with a minus sign: `'-1.0 million'`.\n",
+)
+
+task(
+    "humanize_intcomma_ndigits", "humanize", "4.2.0", "4.3.0", ["src layout", "re-export", "parametrize", "format spec"], False,
+    gold=[("src/humanize/number.py", "    if ndigits:\n", "    if ndigits is not None:\n")],
+    tests=[("tests/test_number.py", '''        ([1234.5454545, None], "1,234.5454545"),
+''', '''        ([1234.5454545, None], "1,234.5454545"),
+        ([1234.5454545, 0], "1,235"),
+''')],
+    # truncating to an int for ndigits=0
+    wrong=[("src/humanize/number.py", "    if ndigits:\n", "    if ndigits == 0:\n        value = int(float(value))\n    if ndigits:\n")],
+    tried=[[("src/humanize/number.py", "    if ndigits:\n", "    if ndigits is not None and ndigits > 0:\n")]],
+    statement="intcomma(value, 0) ignores ndigits=0.\n\n"
+              "`humanize.intcomma(1234.5454545, 0)` returns `'1,234.5454545'`; with `ndigits=0` it should round to "
+              "no decimals: `'1,235'`.\n",
+)
+
+task(
+    "humanize_metric_precision", "humanize", "4.9.0", "4.10.0", ["src layout", "re-export", "parametrize", "format spec"], False,
+    gold=[("src/humanize/number.py", '    value_ = format(value, ".%if" % (precision - (exponent % 3) - 1))',
+           '    value_ = format(value, ".%if" % max(0, precision - (exponent % 3) - 1))')],
+    tests=[("tests/test_number.py", '''        ([0.1], "100 m"),
+        ([math.nan], "NaN"),''', '''        ([0.1], "100 m"),
+        ([1.5123, "", 0], "2"),
+        ([10.5123, "", 0], "11"),
+        ([10.5123, "", 1], "11"),
+        ([10.5123, "", 2], "11"),
+        ([10.5123, "", 3], "10.5"),
+        ([1, "", 0], "1"),
+        ([10, "", 0], "10"),
+        ([100, "", 0], "100"),
+        ([1000, "", 0], "1 k"),
+        ([1, "", 1], "1"),
+        ([10, "", 1], "10"),
+        ([100, "", 1], "100"),
+        ([1000, "", 1], "1 k"),
+        ([1, "", 2], "1.0"),
+        ([10, "", 2], "10"),
+        ([100, "", 2], "100"),
+        ([1000, "", 2], "1.0 k"),
+        ([1, "", 3], "1.00"),
+        ([10, "", 3], "10.0"),
+        ([100, "", 3], "100"),
+        ([1000, "", 3], "1.00 k"),
+        ([math.nan], "NaN"),''')],
+    # the negative digit count folded to its size instead of clamped at zero
+    wrong=[("src/humanize/number.py", '    value_ = format(value, ".%if" % (precision - (exponent % 3) - 1))',
+            '    value_ = format(value, ".%if" % abs(precision - (exponent % 3) - 1))')],
+    tried=[[("src/humanize/number.py", '    value_ = format(value, ".%if" % (precision - (exponent % 3) - 1))',
+             '    value_ = format(value, ".%if" % max(1, precision - (exponent % 3) - 1))')],
+           [("src/humanize/number.py", '    value_ = format(value, ".%if" % (precision - (exponent % 3) - 1))',
+             '    value_ = format(value, ".%if" % max(0, precision - (exponent % 3)))')]],
+    statement="metric() fails for small precision.\n\n"
+              "`humanize.metric(10.5123, \"\", 1)` raises `ValueError: Format specifier missing precision`: the "
+              "number of decimals goes negative. It should give `'11'`; `metric(1.5123, \"\", 0)` should give `'2'`.\n",
+)
+
+# --------------------------------------------------------------------------------- more-itertools
+
+task(
+    "more_itertools_split_after", "more-itertools", "9.0.0", "9.1.0", ["re-export", "TestCase", "subTest-style loop"], True,
+    gold=[("more_itertools/more.py", """        if pred(item) and buf:
+            yield buf
+            if maxsplit == 1:
+                yield list(it)
+                return
+            buf = []
+            maxsplit -= 1
+    if buf:
+        yield buf
+
+
+def split_when(""", """        if pred(item) and buf:
+            yield buf
+            if maxsplit == 1:
+                buf = list(it)
+                if buf:
+                    yield buf
+                return
+            buf = []
+            maxsplit -= 1
+    if buf:
+        yield buf
+
+
+def split_when(""")],
+    tests=[("tests/test_more.py", """            (
+                ('a,b,c,d', lambda c: c != ',', 2),
+                [['a'], [',', 'b'], [',', 'c', ',', 'd']],
+            ),
+        ]:
+            actual = list(mi.split_after(*args))""", """            (
+                ('a,b,c,d', lambda c: c != ',', 2),
+                [['a'], [',', 'b'], [',', 'c', ',', 'd']],
+            ),
+            (
+                ([1], lambda x: x == 1, 1),
+                [[1]],
+            ),
+        ]:
+            actual = list(mi.split_after(*args))""")],
+    # an empty tail dropped, and a tail of one item with it (the guard off by one)
+    wrong=[("more_itertools/more.py", """            if maxsplit == 1:
+                yield list(it)
+                return
+            buf = []
+            maxsplit -= 1
+    if buf:
+        yield buf
+
+
+def split_when(""", """            if maxsplit == 1:
+                rest = list(it)
+                if len(rest) > 1:
+                    yield rest
+                return
+            buf = []
+            maxsplit -= 1
+    if buf:
+        yield buf
+
+
+def split_when(""")],
+    probe="import more_itertools as mi\nprint(list(mi.split_after('a,b', lambda c: c == ',', 1)))",
+    statement="split_after() with maxsplit=1 yields an empty list at the end.\n\n"
+              "`list(split_after([1], lambda x: x == 1, maxsplit=1))` gives `[[1], []]`; without maxsplit it gives "
+              "`[[1]]`. An empty remainder should not be yielded.\n",
+)
+
+# ------------------------------------------------------------------------------------- cachetools
+
+task(
+    "cachetools_typedmethodkey", "cachetools", "5.3.3", "5.4.0", ["src layout", "re-export", "TestCase", "decorator"], True,
+    gold=[("src/cachetools/keys.py", '__all__ = ("hashkey", "methodkey", "typedkey")', '__all__ = ("hashkey", "methodkey", "typedkey", "typedmethodkey")'),
+          ("src/cachetools/keys.py", """    key += tuple(type(v) for _, v in sorted(kwargs.items()))
+    return key
+""", """    key += tuple(type(v) for _, v in sorted(kwargs.items()))
+    return key
+
+
+def typedmethodkey(self, *args, **kwargs):
+    \"\"\"Return a typed cache key for use with cached methods.\"\"\"
+    return typedkey(*args, **kwargs)
+""")],
+    tests=[("tests/test_cachedmethod.py", None, None)],
+    # the instance kept in the key: a cache shared by several instances no longer shares entries
+    wrong=[("src/cachetools/keys.py", '__all__ = ("hashkey", "methodkey", "typedkey")', '__all__ = ("hashkey", "methodkey", "typedkey", "typedmethodkey")'),
+           ("src/cachetools/keys.py", """    key += tuple(type(v) for _, v in sorted(kwargs.items()))
+    return key
+""", """    key += tuple(type(v) for _, v in sorted(kwargs.items()))
+    return key
+
+
+def typedmethodkey(self, *args, **kwargs):
+    \"\"\"Return a typed cache key for use with cached methods.\"\"\"
+    return typedkey(self, *args, **kwargs)
+""")],
+    probe="from cachetools import keys\nprint(keys.typedmethodkey('x', 1) == keys.typedmethodkey('y', 1))",
+    statement="No typed key for cached methods.\n\n"
+              "`cachedmethod(..., key=keys.typedkey)` puts `self` into the key, so a cache shared by instances "
+              "never hits across them, and `keys.methodkey` is not typed. Add `keys.typedmethodkey`: like "
+              "`methodkey` (the first argument ignored) but typed like `typedkey` (1 and 1.0 are different keys).\n",
+)
+
+task(
+    "cachetools_expire_items", "cachetools", "5.4.0", "5.5.0", ["src layout", "TestCase", "mixin", "one call site of several"], True,
+    gold=[("src/cachetools/__init__.py", """        links = self.__links
+        cache_delitem = Cache.__delitem__
+        while curr is not root and not (time < curr.expires):
+            cache_delitem(self, curr.key)
+            del links[curr.key]
+            next = curr.next
+            curr.unlink()
+            curr = next
+""", """        links = self.__links
+        expired = []
+        cache_delitem = Cache.__delitem__
+        cache_getitem = Cache.__getitem__
+        while curr is not root and not (time < curr.expires):
+            expired.append((curr.key, cache_getitem(self, curr.key)))
+            cache_delitem(self, curr.key)
+            del links[curr.key]
+            next = curr.next
+            curr.unlink()
+            curr = next
+        return expired
+"""), ("src/cachetools/__init__.py", """        cache_delitem = Cache.__delitem__
+        while order and (order[0].removed or not (time < order[0].expires)):
+            item = heapq.heappop(order)
+            if not item.removed:
+                cache_delitem(self, item.key)
+                del items[item.key]
+""", """        expired = []
+        cache_delitem = Cache.__delitem__
+        cache_getitem = Cache.__getitem__
+        while order and (order[0].removed or not (time < order[0].expires)):
+            item = heapq.heappop(order)
+            if not item.removed:
+                expired.append((item.key, cache_getitem(self, item.key)))
+                cache_delitem(self, item.key)
+                del items[item.key]
+        return expired
+""")],
+    tests=[("tests/test_ttl.py", None, None), ("tests/test_tlru.py", None, None)],
+    # the key looked up as the value: the tests store every key as its own value, so they cannot
+    # tell (found by floe's candidates run on the host: the set first labelled this task sound, with the patch below
+    # as its wrong patch, which the TLRU tests reject)
+    wrong=[("src/cachetools/__init__.py", """        links = self.__links
+        cache_delitem = Cache.__delitem__
+        while curr is not root and not (time < curr.expires):
+            cache_delitem(self, curr.key)
+            del links[curr.key]
+            next = curr.next
+            curr.unlink()
+            curr = next
+""", """        links = self.__links
+        expired = []
+        cache_delitem = Cache.__delitem__
+        while curr is not root and not (time < curr.expires):
+            expired.append((curr.key, curr.key))
+            cache_delitem(self, curr.key)
+            del links[curr.key]
+            next = curr.next
+            curr.unlink()
+            curr = next
+        return expired
+"""), ("src/cachetools/__init__.py", """        cache_delitem = Cache.__delitem__
+        while order and (order[0].removed or not (time < order[0].expires)):
+            item = heapq.heappop(order)
+            if not item.removed:
+                cache_delitem(self, item.key)
+                del items[item.key]
+""", """        expired = []
+        cache_delitem = Cache.__delitem__
+        while order and (order[0].removed or not (time < order[0].expires)):
+            item = heapq.heappop(order)
+            if not item.removed:
+                expired.append((item.key, item.key))
+                cache_delitem(self, item.key)
+                del items[item.key]
+        return expired
+""")],
+    probe="import cachetools\nc = cachetools.TTLCache(maxsize=2, ttl=1, timer=lambda: 0)\nc[1] = 'one'\nprint(list(c.expire(5)))",
+    statement="TTLCache.expire() and TLRUCache.expire() should return what they removed.\n\n"
+              "`cache.expire()` returns None, so code that must clean up expired values (close connections) "
+              "cannot see them. It should return an iterable of the expired `(key, value)` pairs.\n",
+)
+
+task(
+    "more_itertools_all_equal_key", "more-itertools", "10.2.0", "10.3.0", ["re-export", "TestCase", "keyword argument"], True,
+    gold=[("more_itertools/recipes.py", "def all_equal(iterable):", "def all_equal(iterable, key=None):"),
+          ("more_itertools/recipes.py", """    g = groupby(iterable)
+    return next(g, True) and not next(g, False)""", """    return len(list(islice(groupby(iterable, key), 2))) <= 1""")],
+    tests=[("tests/test_recipes.py", """        self.assertTrue(mi.all_equal('0'))
+        self.assertTrue(mi.all_equal([0]))
+""", """        self.assertTrue(mi.all_equal('0'))
+        self.assertTrue(mi.all_equal([0]))
+
+    def test_key(self):
+        self.assertTrue(mi.all_equal('4٤໔４৪', key=int))
+        self.assertFalse(mi.all_equal('Abc', key=str.casefold))
+""")],
+    # the items collected in a set: unhashable items (lists) now raise TypeError
+    wrong=[("more_itertools/recipes.py", "def all_equal(iterable):", "def all_equal(iterable, key=None):"),
+           ("more_itertools/recipes.py", """    g = groupby(iterable)
+    return next(g, True) and not next(g, False)""", """    return len(set(map(key, iterable)) if key else set(iterable)) <= 1""")],
+    probe="import more_itertools as mi\ntry:\n    print(mi.all_equal([[1], [1]]))\nexcept Exception as e:\n    print(type(e).__name__)",
+    statement="all_equal() has no key.\n\n"
+              "`all_equal('Abc', key=str.casefold)` raises TypeError. Like `groupby`, it should take a *key* that "
+              "transforms each item before comparing: `all_equal('AaaA', key=str.casefold)` is True.\n",
+)
