@@ -38,6 +38,19 @@ SPEC = re.compile(r"^(?P<align>.?[<>=^])?(?P<sign>[+\- ])?(?P<alt>#)?(?P<zero>0)
 MAX_PER_KIND = 30
 
 
+def _tree(text: str) -> ast.Module | None:
+    """The module's syntax tree, or None where the text does not parse."""
+    try:
+        return ast.parse(text)
+    except SyntaxError:
+        return None
+
+
+def _parses(text: str) -> bool:
+    """Whether a candidate's text is still Python (an edit that breaks it is no candidate)."""
+    return _tree(text) is not None
+
+
 def _replace_lines(text: str, start: int, end: int, new: list[str]) -> str:
     """``text`` with its lines start..end (1-based, inclusive) replaced by ``new``."""
     lines = _lines(text, True)
@@ -86,9 +99,8 @@ def _spec_variants(spec: str) -> Iterator[tuple[str, str]]:
 
 
 def format_specs(path: str, base: str, gold: str) -> list[Candidate]:
-    try:
-        tree = ast.parse(gold)
-    except SyntaxError:
+    tree = _tree(gold)
+    if tree is None:
         return []
     lines = changed_gold_lines(base, gold)
     out: list[Candidate] = []
@@ -148,9 +160,8 @@ def call_sites(path: str, base: str, gold: str) -> list[Candidate]:
 # ---------- one branch of the gold change left out ----------
 
 def branch_drops(path: str, base: str, gold: str) -> list[Candidate]:
-    try:
-        tree = ast.parse(gold)
-    except SyntaxError:
+    tree = _tree(gold)
+    if tree is None:
         return []
     lines = changed_gold_lines(base, gold)
     parents = {c: p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
@@ -191,9 +202,7 @@ def branch_drops(path: str, base: str, gold: str) -> list[Candidate]:
         for what, stmts in variants:
             text_lines = [ln for s in stmts for ln in _stmt_text(s, indent)]
             text = _replace_lines(gold, node.lineno, node.end_lineno, text_lines)  # type: ignore[arg-type]
-            try:
-                ast.parse(text)
-            except SyntaxError:
+            if not _parses(text):
                 continue
             out.append(Candidate("branch_drop", f"{path}:{node.lineno}: the gold `if` with {what}", path, text))
     return out[:MAX_PER_KIND]
@@ -202,9 +211,8 @@ def branch_drops(path: str, base: str, gold: str) -> list[Candidate]:
 # ---------- off by one, rounding ----------
 
 def off_by_ones(path: str, base: str, gold: str) -> list[Candidate]:
-    try:
-        tree = ast.parse(gold)
-    except SyntaxError:
+    tree = _tree(gold)
+    if tree is None:
         return []
     lines = changed_gold_lines(base, gold)
     out: list[Candidate] = []
@@ -236,9 +244,8 @@ def off_by_ones(path: str, base: str, gold: str) -> list[Candidate]:
 # ---------- guards ----------
 
 def guards(path: str, base: str, gold: str) -> list[Candidate]:
-    try:
-        tree = ast.parse(gold)
-    except SyntaxError:
+    tree = _tree(gold)
+    if tree is None:
         return []
     lines = changed_gold_lines(base, gold)
     out: list[Candidate] = []
@@ -261,9 +268,7 @@ def guards(path: str, base: str, gold: str) -> list[Candidate]:
             new_line = (b[:t.col_offset] + ast.unparse(new_test).encode() + b[t.end_col_offset:]).decode()
             glines = _lines(gold, True)
             text = "".join(glines[:t.lineno - 1] + [new_line] + glines[t.lineno:])
-            try:
-                ast.parse(text)
-            except SyntaxError:
+            if not _parses(text):
                 continue
             out.append(Candidate("guard", f"{path}:{t.lineno}: the condition `{ast.unparse(t)}`: {what} (`{ast.unparse(new_test)}`)", path, text))
     return out[:MAX_PER_KIND]
@@ -272,9 +277,8 @@ def guards(path: str, base: str, gold: str) -> list[Candidate]:
 # ---------- a parameter the body leaves unused, passed on ----------
 
 def unused_parameters(path: str, base: str, gold: str) -> list[Candidate]:
-    try:
-        tree = ast.parse(gold)
-    except SyntaxError:
+    tree = _tree(gold)
+    if tree is None:
         return []
     lines = changed_gold_lines(base, gold)
     out: list[Candidate] = []
@@ -294,9 +298,7 @@ def unused_parameters(path: str, base: str, gold: str) -> list[Candidate]:
                 new_line = (b[:c.col_offset] + ast.unparse(new).encode() + b[c.end_col_offset:]).decode()
                 glines = _lines(gold, True)
                 text = "".join(glines[:c.lineno - 1] + [new_line] + glines[c.lineno:])
-                try:
-                    ast.parse(text)
-                except SyntaxError:
+                if not _parses(text):
                     continue
                 out.append(Candidate("unused_parameter", f"{path}:{c.lineno}: `{p}`, unused in `{fn.name}`, passed on (`{ast.unparse(new)}`)", path, text))
     return out[:MAX_PER_KIND]
@@ -308,9 +310,8 @@ REPEAT = re.compile(r"\{\d+(,\d*)?\}")
 
 
 def string_numbers(path: str, base: str, gold: str) -> list[Candidate]:
-    try:
-        tree = ast.parse(gold)
-    except SyntaxError:
+    tree = _tree(gold)
+    if tree is None:
         return []
     changed = changed_gold_lines(base, gold)
     gold_lines = _lines(gold, True)
@@ -337,9 +338,7 @@ def string_numbers(path: str, base: str, gold: str) -> list[Candidate]:
         for what, new_seg in variants:
             b = line.encode()
             new_line = (b[:node.col_offset] + new_seg.encode() + b[node.end_col_offset:]).decode()
-            try:
-                ast.parse(new_seg)
-            except SyntaxError:
+            if not _parses(new_seg):
                 continue
             text = "".join(gold_lines[:node.lineno - 1] + [new_line] + gold_lines[node.lineno:])
             out.append(Candidate("string_number", f"{path}:{node.lineno}: in the string {seg}, {what} ({new_seg})", path, text))
