@@ -23,7 +23,7 @@ import { Worker } from '@temporalio/worker';
 import proto from '@temporalio/proto';
 import { loadSettings, repoRoot } from '../infra/settings.js';
 import { workerConnection, temporalClient } from '../workers/connect.js';
-import { workflowBundle } from '../workers/worker.js';
+import { controlActivitySlots, workflowBundle } from '../workers/worker.js';
 import { controlActivities } from '../workers/activities.js';
 import { CONTROL_QUEUE, sandboxQueue } from '../core/taskQueues.js';
 import { parseRunConfig } from '../core/config.js';
@@ -71,7 +71,7 @@ const common = { connection, namespace: s.temporal.namespace };
 let current: { activities: Stats; latency: Stats } | null = null;
 // the workers floe runs (workers/worker.ts), with their default options
 const workers: Worker[] = [
-  await Worker.create({ ...common, taskQueue: CONTROL_QUEUE, workflowBundle: await workflowBundle(), activities: timed(controlActivities(s), () => current) }),
+  await Worker.create({ ...common, taskQueue: CONTROL_QUEUE, workflowBundle: await workflowBundle(), activities: timed(controlActivities(s), () => current), maxConcurrentActivityTaskExecutions: controlActivitySlots() }),
   await Worker.create({ ...common, taskQueue: sandboxQueue(HOST), activities: timed(sandbox, () => current) }),
 ];
 const running = Promise.all(workers.map((w) => w.run()));

@@ -27,7 +27,7 @@ import { Worker } from '@temporalio/worker';
 import proto from '@temporalio/proto';
 import { loadSettings, repoRoot } from '../infra/settings.js';
 import { workerConnection, temporalClient } from '../workers/connect.js';
-import { workflowBundle } from '../workers/worker.js';
+import { controlActivitySlots, workflowBundle } from '../workers/worker.js';
 import { controlActivities } from '../workers/activities.js';
 import { CONTROL_QUEUE, gpuQueue, sandboxQueue } from '../core/taskQueues.js';
 import { parseRunConfig } from '../core/config.js';
@@ -84,7 +84,7 @@ const client = await temporalClient(s);
 const connection = await workerConnection(s);
 const common = { connection, namespace: s.temporal.namespace };
 const workers: Worker[] = [
-  await Worker.create({ ...common, taskQueue: CONTROL_QUEUE, workflowBundle: await workflowBundle(), activities: controlActivities(s) }),
+  await Worker.create({ ...common, taskQueue: CONTROL_QUEUE, workflowBundle: await workflowBundle(), activities: controlActivities(s), maxConcurrentActivityTaskExecutions: controlActivitySlots() }),
   await Worker.create({ ...common, taskQueue: sandboxQueue(HOST), activities: sandbox }),
   await Worker.create({ ...common, taskQueue: gpuQueue(NODE), activities: gpu }),
 ];

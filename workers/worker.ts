@@ -23,12 +23,25 @@ export function workflowBundle(): Promise<WorkflowBundleWithSourceMap> {
   return bundle;
 }
 
+/** Activities a control worker runs at once. Its activities wait on the network (a generate
+ *  activity holds its slot for the whole of an engine's answer, seconds to minutes), so the
+ *  SDK's default of 100 capped generation at 100 turns at once however many rollouts were in
+ *  flight (bench/scale_run.ts with 90 s turns: 1,024 rollouts running, 100 generating).
+ *  FLOE_CONTROL_ACTIVITY_SLOTS overrides it. */
+export function controlActivitySlots(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.FLOE_CONTROL_ACTIVITY_SLOTS;
+  if (raw === undefined || raw === '') return 2048;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`FLOE_CONTROL_ACTIVITY_SLOTS must be a positive integer, got ${JSON.stringify(raw)}; unset it for the default (2048)`);
+  return n;
+}
+
 export async function createWorker(s: Settings, role: Role, node = 'local'): Promise<Worker | null> {
   const connection = await workerConnection(s);
   const common = { connection, namespace: s.temporal.namespace };
   switch (role) {
     case 'control':
-      return Worker.create({ ...common, taskQueue: CONTROL_QUEUE, workflowBundle: await workflowBundle(), activities: controlActivities(s) });
+      return Worker.create({ ...common, taskQueue: CONTROL_QUEUE, workflowBundle: await workflowBundle(), activities: controlActivities(s), maxConcurrentActivityTaskExecutions: controlActivitySlots() });
     case 'sandbox':
     case 'gpu': {
       const activities = role === 'sandbox' ? sandboxActivities(s, node) : gpuActivities(s, node);
