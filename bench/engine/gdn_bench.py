@@ -1,7 +1,7 @@
 """One Qwen3.5-4B gated-delta-net kernel call at long context, forward + backward, on one GPU:
 transformers' torch reference (``torch_chunk_gated_delta_rule``) against floe's
-(``floe_engine.gated_delta``, eager and compiled), side by side; and their agreement (output and
-gradients, fp32 inputs) at a shorter length.
+(``floe_engine.gated_delta``), side by side; their agreement (output and gradients, fp32 inputs)
+at a shorter length; with ``--profile`` the top CUDA ops of one floe call.
 
     python3 bench/engine/gdn_bench.py --out $OUT/gdn_bench.json
 """
@@ -43,26 +43,23 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--length", type=int, default=32768)
     ap.add_argument("--check-length", type=int, default=4096)
+    ap.add_argument("--profile", action="store_true")
     a = ap.parse_args()
     from transformers.models.qwen3_5 import modeling_qwen3_5 as m
     ref = getattr(m, "_floe_reference_torch_chunk_gated_delta_rule", m.torch_chunk_gated_delta_rule)
     res = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "length": a.length, "check": {}, "timing": {}}
-    os.environ["FLOE_GDN_COMPILE"] = "0"
-    eager = gated_delta.chunk_gated_delta_rule
+    floe = gated_delta.chunk_gated_delta_rule
     xs = inputs(a.check_length, torch.float32, seed=1)
     ro = fwd_bwd(ref, xs)
     rg = [x.grad.clone() for x in xs]
-    for name, compile_ in (("floe_eager", "0"), ("floe_compiled", "1")):
-        os.environ["FLOE_GDN_COMPILE"] = compile_
-        ys = inputs(a.check_length, torch.float32, seed=1)
-        o = fwd_bwd(eager, ys)
-        res["check"][name] = {"out_max_abs": float((o - ro).abs().max()),
-                              "grad_max_rel": max(float((y.grad - r).norm() / r.norm()) for y, r in zip(ys, rg))}
-        print(name, res["check"][name], flush=True)
-    for name, fn, compile_ in (("reference", ref, "0"), ("floe_eager", eager, "0"), ("floe_compiled", eager, "1")):
-        os.environ["FLOE_GDN_COMPILE"] = compile_
+    ys = inputs(a.check_length, torch.float32, seed=1)
+    o = fwd_bwd(floe, ys)
+    res["check"]["floe"] = {"out_max_abs": float((o - ro).abs().max()),
+                            "grad_max_rel": max(float((y.grad - r).norm() / r.norm()) for y, r in zip(ys, rg))}
+    print("floe", res["check"]["floe"], flush=True)
+    for name, fn in (("reference", ref), ("floe", floe)):
         xs = inputs(a.length, torch.bfloat16)
-        fwd_bwd(fn, xs)  # warm-up (compiles)
+        fwd_bwd(fn, xs)  # warm-up
         torch.cuda.synchronize()
         times = []
         for _ in range(2):
@@ -76,9 +73,17 @@ def main() -> None:
         print(name, times, flush=True)
         with open(a.out, "w") as f:
             json.dump(res, f, indent=1)
-    r = min(res["timing"]["reference"]["fwd_bwd_s"])
-    for k in ("floe_eager", "floe_compiled"):
-        res["timing"][k]["speedup_vs_reference"] = r / min(res["timing"][k]["fwd_bwd_s"])
+    res["timing"]["floe"]["speedup_vs_reference"] = min(res["timing"]["reference"]["fwd_bwd_s"]) / min(res["timing"]["floe"]["fwd_bwd_s"])
+    if a.profile:
+        from torch.profiler import ProfilerActivity, profile
+        xs = inputs(a.length, torch.bfloat16, seed=3)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            fwd_bwd(floe, xs)
+            torch.cuda.synchronize()
+        ev = sorted(prof.key_averages(), key=lambda e: -e.device_time_total)[:15]
+        res["profile_top_cuda_ops"] = [{"op": e.key, "calls": e.count, "cuda_ms": e.device_time_total / 1e3,
+                                        "cpu_ms": e.cpu_time_total / 1e3} for e in ev]
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=15), flush=True)
     with open(a.out, "w") as f:
         json.dump(res, f, indent=1)
     print(json.dumps(res["timing"]), flush=True)

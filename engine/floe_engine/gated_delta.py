@@ -1,16 +1,13 @@
 """The chunked gated delta rule of Qwen3.5's (and Qwen3-Next's) gated-delta-net layers, as floe
 trains it: transformers' torch reference (``torch_chunk_gated_delta_rule`` in
-models/qwen3_5/modeling_qwen3_5.py) with the same arithmetic, recurrent state in fp32, and two
-changes that matter at long context:
+models/qwen3_5/modeling_qwen3_5.py) with the same arithmetic and the recurrent state in fp32, and
+one change that matters at long context:
 
-* the scan over chunks appends each chunk's output to a list and concatenates once. The
-  reference writes each chunk into a preallocated output (``core_attn_out[:, :, i] = ...``);
-  autograd's backward of every such in-place slice write handles the whole output's gradient,
-  so a 32k-token layer (512 chunks of 64) moves 512 copies of a [heads, 32k, 128] fp32 tensor;
-* on CUDA the scan's step (read the state, correct the values, write the output, update the
-  state) is one ``torch.compile``d function, compiled once for its shapes and called for every
-  chunk, so its few small matmuls and elementwise ops run as a handful of fused kernels forward
-  and backward instead of a dozen launches each (``FLOE_GDN_COMPILE=0`` turns it off).
+* the scan over chunks is one autograd function (``_Scan``) with a hand-written backward: only
+  the state recurrence (two small matmuls a chunk) runs in a Python loop, forward and backward,
+  and every other product is one batched matmul over all chunks. Through autograd, the
+  reference's loop records a dozen nodes a chunk and its backward of every in-place slice write
+  (``core_attn_out[:, :, i] = ...``) moves the whole output's gradient, 512 times at 32k tokens.
 
 flash-linear-attention's Triton kernels would be faster still, but their backward refuses the
 GPU machine's Triton 3.6 on Hopper (docs/results.md, "GPU benchmarks"). ``install`` makes a
@@ -19,34 +16,84 @@ decode keeps transformers' recurrent kernel).
 """
 from __future__ import annotations
 
-import os
 import sys
 from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 
-_compiled = None
-
-
 def _l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + eps)
 
 
-def _step(q_i, k_i, kcd_i, nv_i, intra_i, decay_i, state):
-    """One chunk of the scan: its output and the state after it (all fp32)."""
-    v_new = nv_i - kcd_i @ state
-    out = q_i @ state + intra_i @ v_new
-    return out, state * decay_i + k_i.transpose(-1, -2) @ v_new
+class _Scan(torch.autograd.Function):
+    """The sequential part of the chunked rule, with a hand-written backward.
+
+    Per chunk i (all fp32): ``v_i = nv_i - kcd_i @ S_i`` (the values corrected by the state) and
+    ``S_{i+1} = S_i * d_i + k_i^T @ v_i``; the output ``o_i = q_i @ S_i + intra_i @ v_i`` needs
+    only the states and corrected values, so it is one batched matmul over every chunk after the
+    loop. The loop keeps two small matmuls a chunk. Backward runs the same recurrence in reverse
+    (``dv_i = intra_i^T dO_i + k_i dS_{i+1}``, ``dS_i = q_i^T dO_i + d_i dS_{i+1} - kcd_i^T dv_i``)
+    and every other gradient is again one batched matmul over all chunks. Autograd through a
+    Python loop instead records a dozen nodes a chunk (6,000 at 32k tokens) and walks them one by
+    one on the way back. Memory: the states of every chunk ([B, H, n, dk, dv] fp32) are kept for
+    backward, as flash-linear-attention's chunked kernels keep theirs."""
+
+    @staticmethod
+    def forward(ctx, q, k, kcd, nv, intra, decay, state):
+        B, H, n, C, dk = q.shape
+        dv = nv.shape[-1]
+        # chunk-major with the heads folded ([n, B*H, ...]): a chunk's slice is contiguous, so each
+        # step is three kernels writing into preallocated buffers
+        q, k, kcd, nv, intra = (_chunk_major(x) for x in (q, k, kcd, nv, intra))
+        decay = decay.permute(2, 0, 1).reshape(n, B * H, 1, 1)
+        states = q.new_empty(n + 1, B * H, dk, dv)  # states[i]: before chunk i
+        states[0] = state.reshape(B * H, dk, dv)
+        values = torch.empty_like(nv)
+        for i in range(n):
+            torch.baddbmm(nv[i], kcd[i], states[i], alpha=-1, out=values[i])
+            torch.mul(states[i], decay[i], out=states[i + 1])
+            states[i + 1].baddbmm_(k[i].transpose(1, 2), values[i])
+        out = torch.baddbmm(intra.flatten(0, 1) @ values.flatten(0, 1), q.flatten(0, 1), states[:n].flatten(0, 1))
+        ctx.save_for_backward(q, k, kcd, intra, decay, states, values)
+        return _batch_major(out.view(n, B * H, C, dv), B, H), states[n].reshape(B, H, dk, dv).clone()
+
+    @staticmethod
+    def backward(ctx, d_out, d_final):
+        q, k, kcd, intra, decay, states, values = ctx.saved_tensors
+        n, BH, C, dk = q.shape
+        B, H = d_out.shape[:2]
+        dv = values.shape[-1]
+        d_out = _chunk_major(d_out)
+        d_values = intra.transpose(-1, -2) @ d_out  # the direct part; the loop adds the state's
+        ds_direct = q.transpose(-1, -2) @ d_out
+        d_states = torch.empty_like(states)  # d_states[i]: the gradient of states[i]
+        d_states[n] = 0 if d_final is None else d_final.to(torch.float32).reshape(BH, dk, dv)
+        for i in range(n - 1, -1, -1):
+            g = d_states[i + 1]
+            d_values[i].baddbmm_(k[i], g)
+            torch.addcmul(ds_direct[i], g, decay[i], out=d_states[i])
+            d_states[i].baddbmm_(kcd[i].transpose(1, 2), d_values[i], alpha=-1)
+        before, after = states[:n], d_states[1:]
+        dq = d_out @ before.transpose(-1, -2)
+        dkey = values @ after.transpose(-1, -2)
+        dkcd = -(d_values @ before.transpose(-1, -2))
+        dintra = d_out @ values.transpose(-1, -2)
+        ddecay = (before * after).sum(dim=(-1, -2)).view(n, B, H).permute(1, 2, 0)
+        return (*(_batch_major(x, B, H) for x in (dq, dkey, dkcd, d_values, dintra)), ddecay,
+                d_states[0].view(B, H, dk, dv))
 
 
-def _step_fn(device: torch.device):
-    global _compiled
-    if device.type != "cuda" or os.environ.get("FLOE_GDN_COMPILE", "1") == "0":
-        return _step
-    if _compiled is None:
-        _compiled = torch.compile(_step, dynamic=False, fullgraph=True)
-    return _compiled
+def _chunk_major(x: torch.Tensor) -> torch.Tensor:
+    """[B, H, n, r, c] -> [n, B*H, r, c], contiguous."""
+    B, H, n, r, c = x.shape
+    return x.permute(2, 0, 1, 3, 4).reshape(n, B * H, r, c).contiguous()
+
+
+def _batch_major(x: torch.Tensor, B: int, H: int) -> torch.Tensor:
+    """[n, B*H, r, c] -> [B, H, n, r, c] (a view)."""
+    n, _, r, c = x.shape
+    return x.view(n, B, H, r, c).permute(1, 2, 0, 3, 4)
 
 
 def chunk_gated_delta_rule(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, g: torch.Tensor,
@@ -91,14 +138,9 @@ def chunk_gated_delta_rule(query: torch.Tensor, key: torch.Tensor, value: torch.
              else initial_state.to(torch.float32))
     query = query * cum.exp().unsqueeze(-1)
     key = key * (cum[..., -1:] - cum).exp().unsqueeze(-1)
-    chunk_decay = cum[..., -1].exp()[..., None, None]
-    step = _step_fn(query.device)
-    outs = []
-    for i in range(n):
-        o, state = step(query[:, :, i], key[:, :, i], k_cumdecay[:, :, i], new_values[:, :, i], intra[:, :, i],
-                        chunk_decay[:, :, i], state)
-        outs.append(o)
-    out = torch.stack(outs, dim=2).reshape(B, hv, -1, dv)[:, :, :T]
+    chunk_decay = cum[..., -1].exp()
+    out, state = _Scan.apply(query, key, k_cumdecay, new_values, intra, chunk_decay, state)
+    out = out.reshape(B, hv, -1, dv)[:, :, :T]
     out = out.transpose(1, 2).to(initial_dtype, memory_format=torch.contiguous_format)
     return out, (state if output_final_state else None)
 
@@ -135,6 +177,6 @@ def install(module) -> int:
             m.chunk_gated_delta_rule = chunk_gated_delta_rule
         mod = sys.modules[type(m).__module__]
         if getattr(mod, "torch_chunk_gated_delta_rule", None) not in (None, chunk_gated_delta_rule):
-            mod._floe_reference_chunk_gated_delta_rule = mod.torch_chunk_gated_delta_rule
+            mod._floe_reference_torch_chunk_gated_delta_rule = mod.torch_chunk_gated_delta_rule
             mod.torch_chunk_gated_delta_rule = chunk_gated_delta_rule
     return n

@@ -73,6 +73,26 @@ def test_matches_the_per_token_recurrence_and_the_chunked_reference(monkeypatch,
         assert float((o0[:, chunk:] - cut).abs().max()) > 1e-3
 
 
+def test_use_switches_between_floe_and_the_reference_kernel():
+    # benchmarks compare the two kernels on one model: use(False) must put transformers' kernel
+    # back on every layer, and use(True) floe's again
+    m = _modeling()
+    saved = m.torch_chunk_gated_delta_rule
+    try:
+        pol = build_policy(QWEN35, None, seed=4, device="cpu", for_training=True)[0]
+        layers = [x for x in pol.module.modules() if type(x).__name__.endswith("GatedDeltaNet")]
+        kernels = lambda: {getattr(x, "chunk_gated_delta_rule", m.torch_chunk_gated_delta_rule) for x in layers}  # noqa: E731
+        assert gated_delta.use(pol.module, True) == 3
+        assert kernels() == {gated_delta.chunk_gated_delta_rule}
+        assert gated_delta.use(pol.module, False) == 3
+        (ref,) = kernels()
+        assert ref is not gated_delta.chunk_gated_delta_rule and ref.__module__ == m.__name__
+        gated_delta.use(pol.module, True)
+        assert kernels() == {gated_delta.chunk_gated_delta_rule}
+    finally:
+        m.torch_chunk_gated_delta_rule = saved
+
+
 def test_refuses_packed_sequences():
     xs = _inputs(8, 2)
     with pytest.raises(ValueError, match="padded micro-batches"):
