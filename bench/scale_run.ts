@@ -98,7 +98,11 @@ const config = parseRunConfig({
   sandbox: { host: HOST },
   // turns of TURN_BYTES byte tokens fit one request, and a rollout fits its token budget
   policy: { maxTokensPerTurn: 4096, contextTokens: 65536 },
-  rollout: { groupSize: GROUP, maxInFlight: IN_FLIGHT, maxTurns: TURNS + 1, maxTotalTokens: 65536 },
+  // the wall budget leaves twice a scripted rollout's own time, so rollouts end by their submit
+  rollout: {
+    groupSize: GROUP, maxInFlight: IN_FLIGHT, maxTurns: TURNS + 1, maxTotalTokens: 65536,
+    maxWallSeconds: Math.max(120, Math.ceil((2 * ((TURNS + 1) * ENGINE_MS + TURNS * TOOL_MS + GRADE_MS)) / 1000)),
+  },
   training: { groupsPerUpdate: GROUPS_PER_UPDATE, updates: UPDATES },
   evaluation: { atStart: false, atEnd: false },
   eviction: { enabled: false },
