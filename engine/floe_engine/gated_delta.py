@@ -3,11 +3,14 @@ trains it: transformers' torch reference (``torch_chunk_gated_delta_rule`` in
 models/qwen3_5/modeling_qwen3_5.py) with the same arithmetic and the recurrent state in fp32, and
 one change that matters at long context:
 
-* the scan over chunks is one autograd function (``_Scan``) with a hand-written backward: only
-  the state recurrence (two small matmuls a chunk) runs in a Python loop, forward and backward,
-  and every other product is one batched matmul over all chunks. Through autograd, the
-  reference's loop records a dozen nodes a chunk and its backward of every in-place slice write
-  (``core_attn_out[:, :, i] = ...``) moves the whole output's gradient, 512 times at 32k tokens.
+* the scan over chunks is not a loop of 512 chunk steps (at 32k tokens) under autograd. The state
+  after each chunk follows a linear recurrence, ``S_{i+1} = A_i S_i + b_i`` with
+  ``A_i = d_i I - k_i^T kcd_i`` and ``b_i = k_i^T nv_i``; ``_linear_scan`` computes all of its
+  states in about 2·sqrt(n) sequential batched matmuls (blocks run side by side, then the block
+  starts are chained), ``_LinearScan`` gives it a backward of the same shape, and everything
+  else (the corrected values, the output) is one batched matmul over all chunks. The reference's
+  Python loop records a dozen autograd nodes a chunk, and its backward of every in-place slice
+  write (``core_attn_out[:, :, i] = ...``) moves the whole output's gradient, 512 times at 32k.
 
 flash-linear-attention's Triton kernels would be faster still, but their backward refuses the
 GPU machine's Triton 3.6 on Hopper (docs/results.md, "GPU benchmarks"). ``install`` makes a
@@ -16,72 +19,77 @@ decode keeps transformers' recurrent kernel).
 """
 from __future__ import annotations
 
+import math
 import sys
 from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 
+
 def _l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + eps)
 
 
-class _Scan(torch.autograd.Function):
-    """The sequential part of the chunked rule, with a hand-written backward.
+def _linear_scan(A: torch.Tensor, b: torch.Tensor, s0: torch.Tensor) -> torch.Tensor:
+    """Every state of the linear recurrence ``S_{i+1} = A_i @ S_i + b_i`` from ``S_0 = s0``:
+    A [n, M, d, d], b [n, M, d, e], s0 [M, d, e] -> [n + 1, M, d, e] (fp32).
 
-    Per chunk i (all fp32): ``v_i = nv_i - kcd_i @ S_i`` (the values corrected by the state) and
-    ``S_{i+1} = S_i * d_i + k_i^T @ v_i``; the output ``o_i = q_i @ S_i + intra_i @ v_i`` needs
-    only the states and corrected values, so it is one batched matmul over every chunk after the
-    loop. The loop keeps two small matmuls a chunk. Backward runs the same recurrence in reverse
-    (``dv_i = intra_i^T dO_i + k_i dS_{i+1}``, ``dS_i = q_i^T dO_i + d_i dS_{i+1} - kcd_i^T dv_i``)
-    and every other gradient is again one batched matmul over all chunks. Autograd through a
-    Python loop instead records a dozen nodes a chunk (6,000 at 32k tokens) and walks them one by
-    one on the way back. Memory: the states of every chunk ([B, H, n, dk, dv] fp32) are kept for
-    backward, as flash-linear-attention's chunked kernels keep theirs."""
+    Blocked, so that a sequence of n steps takes about 2·sqrt(n) sequential batched matmuls
+    rather than n: the steps are cut into m blocks of L; (1) every block runs its L steps at once
+    (batched over blocks) from a zero state, keeping the partial states X and the products P of
+    its A's; (2) the m block-start states are chained one block at a time (``T_{b+1} = P_b T_b +
+    X_b``); (3) each state is ``X + P @ T`` of its block, one batched matmul. At 32k tokens (512
+    chunks) that is 23 + 22 steps instead of 512, for about four times the arithmetic of the plain
+    loop, all of it in large batched matmuls."""
+    n, M, d, e = b.shape
+    L = max(1, math.isqrt(n - 1) + 1) if n > 1 else 1
+    m = -(-n // L)
+    pad = m * L - n
+    eye = torch.eye(d, dtype=A.dtype, device=A.device)
+    if pad:  # identity steps keep the state: the padded tail changes nothing
+        A = torch.cat([A, eye.expand(pad, M, d, d)])
+        b = torch.cat([b, b.new_zeros(pad, M, d, e)])
+    # step-in-block major, [L, m*M, ...]: step j of every block is one contiguous batch
+    A = A.reshape(m, L, M, d, d).transpose(0, 1).reshape(L, m * M, d, d)
+    b = b.reshape(m, L, M, d, e).transpose(0, 1).reshape(L, m * M, d, e)
+    X = A.new_empty(L + 1, m * M, d, e)
+    P = A.new_empty(L + 1, m * M, d, d)
+    X[0] = 0
+    P[0] = eye
+    for j in range(L):
+        torch.baddbmm(b[j], A[j], X[j], out=X[j + 1])
+        torch.bmm(A[j], P[j], out=P[j + 1])
+    X = X.view(L + 1, m, M, d, e)
+    P = P.view(L + 1, m, M, d, d)
+    T = A.new_empty(m + 1, M, d, e)
+    T[0] = s0
+    for blk in range(m):
+        torch.baddbmm(X[L, blk], P[L, blk], T[blk], out=T[blk + 1])
+    S = torch.baddbmm(X[:L].flatten(0, 2), P[:L].flatten(0, 2), T[:m].expand(L, m, M, d, e).flatten(0, 2))
+    S = S.view(L, m, M, d, e).transpose(0, 1).reshape(m * L, M, d, e)[:n]
+    return torch.cat([S, T[m:]])
+
+
+class _LinearScan(torch.autograd.Function):
+    """``_linear_scan`` with its backward: the gradient flows back through the same recurrence
+    reversed and transposed (``G_i = dS_i + A_i^T G_{i+1}``, itself a ``_linear_scan``), then
+    ``dA_i = G_{i+1} S_i^T`` and ``db_i = G_{i+1}`` are batched over all steps."""
 
     @staticmethod
-    def forward(ctx, q, k, kcd, nv, intra, decay, state):
-        B, H, n, C, dk = q.shape
-        dv = nv.shape[-1]
-        # chunk-major with the heads folded ([n, B*H, ...]): a chunk's slice is contiguous, so each
-        # step is three kernels writing into preallocated buffers
-        q, k, kcd, nv, intra = (_chunk_major(x) for x in (q, k, kcd, nv, intra))
-        decay = decay.permute(2, 0, 1).reshape(n, B * H, 1, 1)
-        states = q.new_empty(n + 1, B * H, dk, dv)  # states[i]: before chunk i
-        states[0] = state.reshape(B * H, dk, dv)
-        values = torch.empty_like(nv)
-        for i in range(n):
-            torch.baddbmm(nv[i], kcd[i], states[i], alpha=-1, out=values[i])
-            torch.mul(states[i], decay[i], out=states[i + 1])
-            states[i + 1].baddbmm_(k[i].transpose(1, 2), values[i])
-        out = torch.baddbmm(intra.flatten(0, 1) @ values.flatten(0, 1), q.flatten(0, 1), states[:n].flatten(0, 1))
-        ctx.save_for_backward(q, k, kcd, intra, decay, states, values)
-        return _batch_major(out.view(n, B * H, C, dv), B, H), states[n].reshape(B, H, dk, dv).clone()
+    def forward(ctx, A, b, s0):
+        states = _linear_scan(A, b, s0)
+        ctx.save_for_backward(A, states)
+        return states
 
     @staticmethod
-    def backward(ctx, d_out, d_final):
-        q, k, kcd, intra, decay, states, values = ctx.saved_tensors
-        n, BH, C, dk = q.shape
-        B, H = d_out.shape[:2]
-        dv = values.shape[-1]
-        d_out = _chunk_major(d_out)
-        d_values = intra.transpose(-1, -2) @ d_out  # the direct part; the loop adds the state's
-        ds_direct = q.transpose(-1, -2) @ d_out
-        d_states = torch.empty_like(states)  # d_states[i]: the gradient of states[i]
-        d_states[n] = 0 if d_final is None else d_final.to(torch.float32).reshape(BH, dk, dv)
-        for i in range(n - 1, -1, -1):
-            g = d_states[i + 1]
-            d_values[i].baddbmm_(k[i], g)
-            torch.addcmul(ds_direct[i], g, decay[i], out=d_states[i])
-            d_states[i].baddbmm_(kcd[i].transpose(1, 2), d_values[i], alpha=-1)
-        before, after = states[:n], d_states[1:]
-        dq = d_out @ before.transpose(-1, -2)
-        dkey = values @ after.transpose(-1, -2)
-        dkcd = -(d_values @ before.transpose(-1, -2))
-        dintra = d_out @ values.transpose(-1, -2)
-        ddecay = (before * after).sum(dim=(-1, -2)).view(n, B, H).permute(1, 2, 0)
-        return (*(_batch_major(x, B, H) for x in (dq, dkey, dkcd, d_values, dintra)), ddecay,
-                d_states[0].view(B, H, dk, dv))
+    def backward(ctx, d_states):
+        A, states = ctx.saved_tensors
+        n = A.shape[0]
+        d_states = d_states.contiguous()
+        G = _linear_scan(A.flip(0).transpose(-1, -2), d_states[:n].flip(0), d_states[n]).flip(0)
+        after = G[1:]
+        return after @ states[:n].transpose(-1, -2), after, G[0]
 
 
 def _chunk_major(x: torch.Tensor) -> torch.Tensor:
@@ -139,7 +147,15 @@ def chunk_gated_delta_rule(query: torch.Tensor, key: torch.Tensor, value: torch.
     query = query * cum.exp().unsqueeze(-1)
     key = key * (cum[..., -1:] - cum).exp().unsqueeze(-1)
     chunk_decay = cum[..., -1].exp()
-    out, state = _Scan.apply(query, key, k_cumdecay, new_values, intra, chunk_decay, state)
+    # the state after chunk i: S_{i+1} = A_i S_i + b_i, with A_i = d_i I - k_i^T kcd_i, b_i = k_i^T nv_i
+    eye = torch.eye(dk, dtype=torch.float32, device=query.device)
+    trans = chunk_decay[..., None, None] * eye - key.transpose(-1, -2) @ k_cumdecay
+    inflow = key.transpose(-1, -2) @ new_values
+    states = _LinearScan.apply(_chunk_major(trans), _chunk_major(inflow), state.reshape(B * hv, dk, dv))
+    before = _batch_major(states[:n], B, hv)
+    values = new_values - k_cumdecay @ before
+    out = query @ before + intra @ values
+    state = states[n].view(B, hv, dk, dv)
     out = out.reshape(B, hv, -1, dv)[:, :, :T]
     out = out.transpose(1, 2).to(initial_dtype, memory_format=torch.contiguous_format)
     return out, (state if output_final_state else None)

@@ -73,6 +73,34 @@ def test_matches_the_per_token_recurrence_and_the_chunked_reference(monkeypatch,
         assert float((o0[:, chunk:] - cut).abs().max()) > 1e-3
 
 
+@pytest.mark.parametrize("n", [1, 2, 7, 16, 17, 100])
+def test_blocked_linear_scan_matches_the_step_by_step_recurrence(n):
+    g = torch.Generator().manual_seed(n)
+    M, d, e = 3, 5, 4
+    A = (torch.randn(n, M, d, d, generator=g, dtype=torch.float64) * 0.4).requires_grad_()
+    b = torch.randn(n, M, d, e, generator=g, dtype=torch.float64).requires_grad_()
+    s0 = torch.randn(M, d, e, generator=g, dtype=torch.float64).requires_grad_()
+    w = torch.randn(n + 1, M, d, e, generator=g, dtype=torch.float64)
+
+    def loop(A, b, s0):
+        out = [s0]
+        for i in range(n):
+            out.append(A[i] @ out[-1] + b[i])
+        return torch.stack(out)
+    want = loop(A, b, s0)
+    got = gated_delta._LinearScan.apply(A, b, s0)
+    assert float((got - want).abs().max()) < 1e-10
+    gw = torch.autograd.grad((want * w).sum(), (A, b, s0))
+    gg = torch.autograd.grad((got * w).sum(), (A, b, s0))
+    for x, y in zip(gg, gw):
+        assert float((x - y).abs().max()) < 1e-10
+    # negative control: one step's transition left out changes every later state
+    if n > 1:
+        A2 = A.detach().clone()
+        A2[n // 2] = 0
+        assert float((gated_delta._linear_scan(A2, b.detach(), s0.detach()) - want.detach()).abs().max()) > 1e-3
+
+
 def test_use_switches_between_floe_and_the_reference_kernel():
     # benchmarks compare the two kernels on one model: use(False) must put transformers' kernel
     # back on every layer, and use(True) floe's again
