@@ -39,6 +39,9 @@ SDISTS = {
     "humanize-4.3.0": "0dfac79fe8c1c0c734c14177b07b857bad9ae30dd50daa0a14e2c3d8054ee0c4",
     "humanize-4.9.0": "582a265c931c683a7e9b8ed9559089dea7edcf6cc95be39a3cbc2c5d5ac2bcfa",
     "humanize-4.10.0": "06b6eb0293e4b85e8d385397c5868926820db32b9b654b932f57fa41c23c9978",
+    "humanize-4.4.0": "efb2584565cc86b7ea87a977a15066de34cdedaf341b11c851cfcfd2b964779c",
+    "humanize-4.5.0": "d6ed00ed4dc59a66df71012e3d69cf655d7d21b02112d435871998969e8aedc8",
+    "humanize-4.11.0": "e66f36020a2d5a974c504bd2555cf770621dbdbb6d82f94a6857c0b1ea2608be",
 }
 
 TASKS = []
@@ -652,4 +655,229 @@ task(
     statement="all_equal() has no key.\n\n"
               "`all_equal('Abc', key=str.casefold)` raises TypeError. Like `groupby`, it should take a *key* that "
               "transforms each item before comparing: `all_equal('AaaA', key=str.casefold)` is True.\n",
+)
+
+# ------------------------------------------------------------------- humanize: more sound tasks
+
+_HN = "src/humanize/number.py"
+_NOT_FINITE_HELPER = '''def _format_not_finite(value: float) -> str:
+    """Utility function to handle infinite and nan cases."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value) and value < 0:
+        return "-Inf"
+    if math.isinf(value) and value > 0:
+        return "+Inf"
+    return ""
+'''
+
+
+def _not_finite(helper=_NOT_FINITE_HELPER, check="if not math.isfinite({x}):", skip=(), metric_tail=""):
+    """The 4.5.0 fix's edits (the gold with the defaults): a helper, and a check before each
+    function converts its input. A wrong patch's: `skip` leaves functions out, `check` is another
+    test, `metric_tail` is added to metric's return."""
+    def guard(indent, x):
+        return f"{indent}{check.format(x=x)}\n{indent}    return _format_not_finite({x}){tail}\n"
+    edits = [(_HN, 'NumberOrString: TypeAlias = "float | str"\n\n\ndef ordinal(',
+              'NumberOrString: TypeAlias = "float | str"\n\n\n' + helper + '\n\ndef ordinal(')]
+    tail = ""
+    sites = [
+        ("ordinal", '        str: Ordinal string.\n    """\n    try:\n', "        value = int(value)", "        ", "float(value)"),
+        ("intcomma", '            value = value.replace(thousands_sep, "").replace(decimal_sep, ".")\n', '            if "." in value:', "            ", "float(value)"),
+        ("intcomma", "                value = int(value)\n        else:\n", "            float(value)", "            ", "float(value)"),
+        ("intword", '        be coaxed into an `int`.\n    """\n    try:\n', "        value = int(value)", "        ", "float(value)"),
+        ("apnumber", '        is returned.\n    """\n    try:\n', "        value = int(value)", "        ", "float(value)"),
+        ("fractional", "        number = float(value)\n", "    except (TypeError, ValueError):\n        return str(value)\n    whole_number", "        ", "number"),
+        ("scientific", "        value = float(value)\n", "    except (ValueError, TypeError):", "        ", "value"),
+        ("clamp", "    if value is None:\n        return None\n\n", "    if floor", "    ", "value"),
+        ("metric", '        str:\n    """\n', "    exponent = int(math.floor", "    ", "value"),
+    ]
+    for name, before, after, indent, x in sites:
+        if name in skip:
+            continue
+        tail = metric_tail if name == "metric" else ""
+        edits.append((_HN, before + after, before + guard(indent, x) + ("\n" if name == "clamp" else "") + after))
+    return edits
+
+
+task(
+    "humanize_not_finite", "humanize", "4.4.0", "4.5.0",
+    ["src layout", "re-export", "parametrize", "one call site of several"], False,
+    gold=_not_finite(),
+    tests=[("tests/test_number.py", "\nimport typing\n", "\nimport math\nimport typing\n"),
+           ("tests/test_number.py", '''        ("something else", "something else"),
+        (None, "None"),
+''', '''        ("something else", "something else"),
+        (None, "None"),
+        (math.nan, "NaN"),
+        (math.inf, "+Inf"),
+        (-math.inf, "-Inf"),
+        ("nan", "NaN"),
+        ("-inf", "-Inf"),
+'''),
+           ("tests/test_number.py", '''        ([1234.5454545, 10], "1,234.5454545000"),
+''', '''        ([1234.5454545, 10], "1,234.5454545000"),
+        ([math.nan], "NaN"),
+        ([math.inf], "+Inf"),
+        ([-math.inf], "-Inf"),
+        (["nan"], "NaN"),
+        (["-inf"], "-Inf"),
+'''),
+           ("tests/test_number.py", '''        ([10**101], "1" + "0" * 101),
+''', '''        ([10**101], "1" + "0" * 101),
+        ([math.nan], "NaN"),
+        ([math.inf], "+Inf"),
+        ([-math.inf], "-Inf"),
+        (["nan"], "NaN"),
+        (["-inf"], "-Inf"),
+'''),
+           ("tests/test_number.py", '''        ("7", "seven"),
+        (None, "None"),
+''', '''        ("7", "seven"),
+        (None, "None"),
+        (math.nan, "NaN"),
+        (math.inf, "+Inf"),
+        (-math.inf, "-Inf"),
+        ("nan", "NaN"),
+        ("-inf", "-Inf"),
+'''),
+           ("tests/test_number.py", '''        (0.333, "333/1000"),
+''', '''        (0.333, "333/1000"),
+        (math.nan, "NaN"),
+        (math.inf, "+Inf"),
+        (-math.inf, "-Inf"),
+        ("nan", "NaN"),
+        ("-inf", "-Inf"),
+'''),
+           ("tests/test_number.py", '''        ([float(-4e-20)], "-4.00 x 10⁻²⁰"),
+''', '''        ([float(-4e-20)], "-4.00 x 10⁻²⁰"),
+        ([math.nan], "NaN"),
+        ([math.inf], "+Inf"),
+        ([-math.inf], "-Inf"),
+        (["nan"], "NaN"),
+        (["-inf"], "-Inf"),
+'''),
+           ("tests/test_number.py", '''"under 1.0 million"),
+''', '''"under 1.0 million"),
+        ([math.nan], "NaN"),
+        ([math.inf], "+Inf"),
+        ([-math.inf], "-Inf"),
+'''),
+           ("tests/test_number.py", '''        ([0.1], "100 m"),
+''', '''        ([0.1], "100 m"),
+        ([math.nan], "NaN"),
+        ([math.nan, "m"], "NaN"),
+        ([math.inf], "+Inf"),
+        ([-math.inf], "-Inf"),
+'''),
+           ],
+    # the functions that parse their input guarded; clamp() and metric(), which take a number, left out
+    wrong=_not_finite(skip=("clamp", "metric")),
+    tried=[
+        # "Inf" for positive infinity (the sign only on the negative one)
+        _not_finite(helper=_NOT_FINITE_HELPER.replace('return "+Inf"', 'return "Inf"')),
+        # only float inputs guarded: the strings "nan" and "-inf" still go through int()/float() paths
+        _not_finite(check="if isinstance(value, float) and not math.isfinite(value):"),
+        # metric keeps its unit: "NaNm"
+        _not_finite(metric_tail=" + unit"),
+    ],
+    statement="Number functions mishandle NaN and infinity.\n\n"
+              "`humanize.intword(float(\"inf\"))` raises OverflowError, `humanize.metric(math.nan)` raises "
+              "ValueError and `humanize.ordinal(math.nan)` returns `'nan'`. Every number function (ordinal, "
+              "intcomma, intword, apnumber, fractional, scientific, clamp, metric) should return `'NaN'`, "
+              "`'+Inf'` or `'-Inf'` for not-finite input, whether given as a float or as a string like "
+              "`\"nan\"` or `\"-inf\"`; metric drops its unit for them.\n",
+)
+
+_HF = "src/humanize/filesize.py"
+_SUFFIXES_410 = '''suffixes = {
+    "decimal": (" kB", " MB", " GB", " TB", " PB", " EB", " ZB", " YB"),
+    "binary": (" KiB", " MiB", " GiB", " TiB", " PiB", " EiB", " ZiB", " YiB"),
+    "gnu": "KMGTPEZY",
+}'''
+
+task(
+    "humanize_naturalsize_ronna", "humanize", "4.10.0", "4.11.0",
+    ["src layout", "re-export", "parametrize", "module constant"], False,
+    gold=[(_HF, _SUFFIXES_410, '''suffixes = {
+    "decimal": (
+        " kB",
+        " MB",
+        " GB",
+        " TB",
+        " PB",
+        " EB",
+        " ZB",
+        " YB",
+        " RB",
+        " QB",
+    ),
+    "binary": (
+        " KiB",
+        " MiB",
+        " GiB",
+        " TiB",
+        " PiB",
+        " EiB",
+        " ZiB",
+        " YiB",
+        " RiB",
+        " QiB",
+    ),
+    "gnu": "KMGTPEZYRQ",
+}'''),
+          (_HF, "like a human readable filesize", "like a human-readable filesize"),
+          (_HF, """        >>> naturalsize(10**28)
+        '10000.0 YB'
+""", """        >>> naturalsize(10**28)
+        '10.0 RB'
+        >>> naturalsize(10**34 * 3)
+        '30000.0 QB'
+"""),
+          (_HF, """    bytes_ = float(value)
+    abs_bytes = abs(bytes_)
+
+    if abs_bytes == 1 and not gnu:
+        return "%d Byte" % bytes_
+
+    if abs_bytes < base and not gnu:
+        return "%d Bytes" % bytes_
+
+    if abs_bytes < base and gnu:
+        return "%dB" % bytes_
+
+    for i, s in enumerate(suffix):
+        unit = base ** (i + 2)
+
+        if abs_bytes < unit:""", """    if isinstance(value, str):
+        bytes_ = float(value)
+    else:
+        bytes_ = value
+
+    abs_bytes = abs(bytes_)
+
+    if abs_bytes == 1 and not gnu:
+        return "%d Byte" % bytes_
+
+    if abs_bytes < base:
+        return ("%dB" if gnu else "%d Bytes") % bytes_
+
+    for i, s in enumerate(suffix, 2):
+        unit = base**i
+        if abs_bytes < unit:""")],
+    tests=[("tests/test_filesize.py", None, None)],
+    # the ronna and quetta suffixes added to the decimal table only
+    wrong=[(_HF, _SUFFIXES_410, _SUFFIXES_410.replace('" ZB", " YB")', '" ZB", " YB", " RB", " QB")'))],
+    tried=[
+        # decimal and binary, but not the GNU letters
+        [(_HF, _SUFFIXES_410, _SUFFIXES_410.replace('" ZB", " YB")', '" ZB", " YB", " RB", " QB")')
+          .replace('" ZiB", " YiB")', '" ZiB", " YiB", " RiB", " QiB")'))],
+        # all three tables, the binary ones spelled like the decimal ones
+        [(_HF, _SUFFIXES_410, _SUFFIXES_410.replace('" ZB", " YB")', '" ZB", " YB", " RB", " QB")')
+          .replace('" ZiB", " YiB")', '" ZiB", " YiB", " RB", " QB")').replace('"KMGTPEZY"', '"KMGTPEZYRQ"'))],
+    ],
+    statement="naturalsize() stops at yottabytes.\n\n"
+              "`humanize.naturalsize(10**28)` gives `'10000.0 YB'`. The SI prefixes ronna (R, 10^27) and quetta "
+              "(Q, 10^30) were adopted in 2022: it should give `'10.0 RB'`, and likewise `RiB`/`QiB` with "
+              "`binary=True` and `R`/`Q` with `gnu=True`.\n",
 )
