@@ -41,6 +41,8 @@ SDISTS = {
     "humanize-4.10.0": "06b6eb0293e4b85e8d385397c5868926820db32b9b654b932f57fa41c23c9978",
     "humanize-4.4.0": "efb2584565cc86b7ea87a977a15066de34cdedaf341b11c851cfcfd2b964779c",
     "humanize-4.5.0": "d6ed00ed4dc59a66df71012e3d69cf655d7d21b02112d435871998969e8aedc8",
+    "pathspec-0.12.0": "c57e16065a97b7beb175f13c84d27cb05f7b7315741c2fbd5de541042f4ea6e1",
+    "pathspec-0.12.1": "a482d51503a1ab33b1c67a6c3813a26953dbdc71c31dacaef9a838c4e29f5712",
     "humanize-4.11.0": "e66f36020a2d5a974c504bd2555cf770621dbdbb6d82f94a6857c0b1ea2608be",
 }
 
@@ -880,4 +882,29 @@ task(
               "`humanize.naturalsize(10**28)` gives `'10000.0 YB'`. The SI prefixes ronna (R, 10^27) and quetta "
               "(Q, 10^30) were adopted in 2022: it should give `'10.0 RB'`, and likewise `RiB`/`QiB` with "
               "`binary=True` and `R`/`Q` with `gnu=True`.\n",
+)
+
+# ------------------------------------------------------------------------------------- pathspec
+
+_PS_RETURN = """		include, _index = self._match_file(enumerate(self.patterns), norm_file)
+		return include
+"""
+
+task(
+    "pathspec_match_file_bool", "pathspec", "0.12.0", "0.12.1",
+    ["re-export", "TestCase", "method", "one call site of several"], False,
+    gold=[("pathspec/pathspec.py", _PS_RETURN, _PS_RETURN.replace("return include", "return bool(include)"))],
+    tests=[("tests/test_03_pathspec.py", None, None)],
+    # "matched" taken for "included": a file a negated pattern excludes now counts as a match
+    wrong=[("pathspec/pathspec.py", _PS_RETURN, _PS_RETURN.replace("return include", "return include is not None"))],
+    tried=[
+        # the unmatched case fixed at its source: check_file() then reports False, not None, for a file no pattern matched
+        [("pathspec/util.py", "\tout_include: Optional[bool] = None\n", "\tout_include: Optional[bool] = False\n")],
+        # only the included case made a bool: an unmatched file still gives None
+        [("pathspec/pathspec.py", _PS_RETURN, _PS_RETURN.replace("return include", "return True if include else include"))],
+    ],
+    statement="PathSpec.match_file() returns None since 0.12.0.\n\n"
+              "`PathSpec.from_lines('gitwildmatch', ['*.txt', '!test/']).match_file('unmatch.bin')` returns `None`; "
+              "it is documented to return a bool and returned `False` before 0.12.0. It should return `True` for "
+              "an included file and `False` for an excluded or unmatched one.\n",
 )
