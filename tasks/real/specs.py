@@ -42,6 +42,8 @@ SDISTS = {
     "humanize-4.10.0": "06b6eb0293e4b85e8d385397c5868926820db32b9b654b932f57fa41c23c9978",
     "humanize-4.4.0": "efb2584565cc86b7ea87a977a15066de34cdedaf341b11c851cfcfd2b964779c",
     "humanize-4.5.0": "d6ed00ed4dc59a66df71012e3d69cf655d7d21b02112d435871998969e8aedc8",
+    "pathspec-0.10.0": "01eecd304ba0e6eeed188ae5fa568e99ef10265af7fd9ab737d6412b4ee0ab85",
+    "pathspec-0.10.1": "7ace6161b621d31e7902eb6b5ae148d12cfd23f4a249b9ffb6b9fee12084323d",
     "pathspec-0.12.0": "c57e16065a97b7beb175f13c84d27cb05f7b7315741c2fbd5de541042f4ea6e1",
     "pathspec-0.12.1": "a482d51503a1ab33b1c67a6c3813a26953dbdc71c31dacaef9a838c4e29f5712",
     "humanize-4.11.0": "e66f36020a2d5a974c504bd2555cf770621dbdbb6d82f94a6857c0b1ea2608be",
@@ -705,7 +707,7 @@ def _not_finite(helper=_NOT_FINITE_HELPER, check="if not math.isfinite({x}):", s
 
 task(
     "humanize_not_finite", "humanize", "4.4.0", "4.5.0",
-    ["src layout", "re-export", "parametrize", "one call site of several"], False,
+    ["src layout", "re-export", "parametrize", "one call site of several"], True,
     gold=_not_finite(),
     tests=[("tests/test_number.py", "\nimport typing\n", "\nimport math\nimport typing\n"),
            ("tests/test_number.py", '''        ("something else", "something else"),
@@ -774,9 +776,14 @@ task(
         ([-math.inf], "-Inf"),
 '''),
            ],
-    # the functions that parse their input guarded; clamp() and metric(), which take a number, left out
-    wrong=_not_finite(skip=("clamp", "metric")),
+    # the spellings the tests use matched as text: "+inf", "Infinity" or "1e400" still go through
+    # int()/float() (written down as sound with the patches in `tried`, which all fail; this one
+    # passes every test)
+    wrong=_not_finite(check='if str(value).lower() in ("nan", "inf", "-inf"):'),
+    probe='import humanize\nfor f, v in ((humanize.intword, "+inf"), (humanize.ordinal, "Infinity"), (humanize.fractional, "1e400")):\n    try:\n        print(f.__name__, repr(f(v)))\n    except Exception as e:\n        print(f.__name__, type(e).__name__)',
     tried=[
+        # the functions that parse their input guarded; clamp() and metric(), which take a number, left out
+        _not_finite(skip=("clamp", "metric")),
         # "Inf" for positive infinity (the sign only on the negative one)
         _not_finite(helper=_NOT_FINITE_HELPER.replace('return "+Inf"', 'return "Inf"')),
         # only float inputs guarded: the strings "nan" and "-inf" still go through int()/float() paths
@@ -1325,4 +1332,64 @@ task(
               "instances of 'int' and 'str'`, and so do unhashable items of mixed types like `([1], [1], 2)`. "
               "It should accept any items, yielding each distinct permutation once (items are the same when they "
               "are equal), with or without *r*.\n",
+)
+
+_PS_GW = "pathspec/patterns/gitwildmatch.py"
+_PS_REWRITE = """			if pattern_segs[-1] == '*' and len(pattern_segs) > 1:
+				# A pattern ending with "/*" should match all descendant paths
+				# of the directory, not just direct children. This is equivalent
+				# to "{pattern}/**". This behavior of git contradicts its
+				# documentation. So, set last segment to a double-asterisk to
+				# include all descendants.
+				pattern_segs[-1] = '**'
+
+"""
+_PS_STAR = """						output.append('[^/]+')
+						need_slash = True
+"""
+_PS_STAR_END = """						output.append('[^/]+')
+
+						if i == end:
+							# A pattern ending without a slash ('/') will match a file
+							# or a directory (with paths underneath it). E.g., "foo"
+							# matches "foo", "foo/bar", "foo/bar/baz", etc.
+							output.append('(?:(?P<ps_d>/).*)?')
+
+						need_slash = True
+"""
+
+task(
+    "pathspec_pure_wildcard", "pathspec", "0.10.0", "0.10.1",
+    ["TestCase", "module constant", "one branch of several"], True,
+    gold=[(_PS_GW, "	) -> Tuple[Optional[AnyStr], Optional[bool]]:  # TODO: Change to NamedTuple\n",
+           "	) -> Tuple[Optional[AnyStr], Optional[bool]]:\n"),
+          (_PS_GW, _PS_REWRITE, ""),
+          (_PS_GW, """						if need_slash:
+							output.append('/')
+""" + _PS_STAR, """						if need_slash:
+							output.append('/')
+
+""" + _PS_STAR_END)],
+    tests=[("tests/test_gitignore.py", None, None), ("tests/test_gitwildmatch.py", None, None), ("tests/test_pathspec.py", None, None)],
+    # every "*" segment made to match descendants, not only the last one: a pattern with "*" before
+    # another segment ("a/*/b") then names the directory group twice and fails to compile; no test
+    # has one (written down as sound with the two patches in `tried`, which fail; this one passes)
+    wrong=[(_PS_GW, _PS_REWRITE, ""),
+           (_PS_GW, _PS_STAR, """						output.append('[^/]+(?:(?P<ps_d>/).*)?')
+						need_slash = True
+""")],
+    tried=[
+        # the trailing "*" segment matches descendants, but "dir/*" is still rewritten to "dir/**"
+        [(_PS_GW, _PS_STAR, _PS_STAR_END)],
+        # the reported pattern special-cased (on the pattern's segments before they are normalized)
+        [(_PS_GW, "			if pattern_segs[-1] == '*' and len(pattern_segs) > 1:",
+          "			if pattern_segs == ['*']:\n				return '^(?:.+/)?[^/]+(?:(?P<ps_d>/).*)?$', include\n\n"
+          "			if pattern_segs[-1] == '*' and len(pattern_segs) > 1:")],
+    ],
+    probe="from pathspec.patterns import GitWildMatchPattern\nfor p in ('a/*/b', 'a/*'):\n    try:\n        print(p, [bool(GitWildMatchPattern(p).match_file(f)) for f in ('a/x', 'a/x/b', 'a/x/y/b')])\n    except Exception as e:\n        print(p, type(e).__name__, e)",
+    statement="Since 0.10.0 the pattern `*` does not match files in subdirectories.\n\n"
+              "`PathSpec.from_lines('gitwildmatch', ['*', '!product_dir/']).match_files(['anydir/file.txt', "
+              "'product_dir/file.txt'])` gives nothing for `anydir/file.txt`: `*` only matches paths of one "
+              "segment now. As in git (and pathspec 0.9), `*` should match a file or directory at any depth and "
+              "everything under it, and `'**/*'` should give the same regular expression as `'*'`.\n",
 )
