@@ -42,6 +42,8 @@ SDISTS = {
     "humanize-4.10.0": "06b6eb0293e4b85e8d385397c5868926820db32b9b654b932f57fa41c23c9978",
     "humanize-4.4.0": "efb2584565cc86b7ea87a977a15066de34cdedaf341b11c851cfcfd2b964779c",
     "humanize-4.5.0": "d6ed00ed4dc59a66df71012e3d69cf655d7d21b02112d435871998969e8aedc8",
+    "termcolor-2.4.0": "aab9e56047c8ac41ed798fa36d892a37aca6b3e9159f3e0c24bc64a9b3ac7b7a",
+    "termcolor-2.5.0": "998d8d27da6d48442e8e1f016119076b690d962507531df4890fcd2db2ef8a6f",
     "pathspec-0.10.0": "01eecd304ba0e6eeed188ae5fa568e99ef10265af7fd9ab737d6412b4ee0ab85",
     "pathspec-0.10.1": "7ace6161b621d31e7902eb6b5ae148d12cfd23f4a249b9ffb6b9fee12084323d",
     "pathspec-0.12.0": "c57e16065a97b7beb175f13c84d27cb05f7b7315741c2fbd5de541042f4ea6e1",
@@ -1392,4 +1394,52 @@ task(
               "'product_dir/file.txt'])` gives nothing for `anydir/file.txt`: `*` only matches paths of one "
               "segment now. As in git (and pathspec 0.9), `*` should match a file or directory at any depth and "
               "everything under it, and `'**/*'` should give the same regular expression as `'*'`.\n",
+)
+
+# ------------------------------------------------------------------------------------ termcolor
+
+_TC = "src/termcolor/termcolor.py"
+_TC_CONCEALED = """    "concealed": 8,
+}
+"""
+
+task(
+    "termcolor_strike", "termcolor", "2.4.0", "2.5.0",
+    ["src layout", "re-export", "parametrize", "module constant"], False,
+    gold=[(_TC, _TC_CONCEALED, """    "concealed": 8,
+    "strike": 9,
+}
+"""),
+          ("src/termcolor/_types.py", """    "concealed",
+]""", """    "concealed",
+    "strike",
+]"""),
+          ("src/termcolor/__main__.py", """    cprint("Concealed Magenta color", "magenta", attrs=["concealed"])
+""", """    cprint("Concealed magenta color", "magenta", attrs=["concealed"])
+    cprint("Strike red color", "red", attrs=["strike"])
+""")],
+    tests=[("tests/test_termcolor.py", """        ("concealed", "\\x1b[8mtext\\x1b[0m"),
+""", """        ("concealed", "\\x1b[8mtext\\x1b[0m"),
+        ("strike", "\\x1b[9mtext\\x1b[0m"),
+""")],
+    # the SGR code that turns crossing-out off (29), not the one that turns it on (9)
+    wrong=[(_TC, _TC_CONCEALED, """    "concealed": 8,
+    "strike": 29,
+}
+""")],
+    tried=[
+        # the attribute named after the effect ("strikethrough"), so attrs=["strike"] raises KeyError
+        [(_TC, _TC_CONCEALED, """    "concealed": 8,
+    "strikethrough": 9,
+}
+""")],
+        # only the type (the Literal of attribute names) gets it; the table the codes come from does not
+        [("src/termcolor/_types.py", """    "concealed",
+]""", """    "concealed",
+    "strike",
+]""")],
+    ],
+    statement="Add a strike-through attribute.\n\n"
+              "Terminals support crossed-out text (SGR code 9), but `colored(\"text\", attrs=[\"strike\"])` raises "
+              "KeyError. Please add a `strike` attribute so that it gives `\"\\x1b[9mtext\\x1b[0m\"`.\n",
 )
