@@ -42,6 +42,8 @@ SDISTS = {
     "humanize-4.10.0": "06b6eb0293e4b85e8d385397c5868926820db32b9b654b932f57fa41c23c9978",
     "humanize-4.4.0": "efb2584565cc86b7ea87a977a15066de34cdedaf341b11c851cfcfd2b964779c",
     "humanize-4.5.0": "d6ed00ed4dc59a66df71012e3d69cf655d7d21b02112d435871998969e8aedc8",
+    "boltons-23.0.0": "8c50a71829525835ca3c849c7ed2511610c972b4dddfcd41a4a5447222beb4b0",
+    "boltons-23.1.0": "ab4023d57a69609f7742dcc21c12bb57f2970d278d315f28eb2d3110a64114a8",
     "termcolor-2.4.0": "aab9e56047c8ac41ed798fa36d892a37aca6b3e9159f3e0c24bc64a9b3ac7b7a",
     "termcolor-2.5.0": "998d8d27da6d48442e8e1f016119076b690d962507531df4890fcd2db2ef8a6f",
     "pathspec-0.10.0": "01eecd304ba0e6eeed188ae5fa568e99ef10265af7fd9ab737d6412b4ee0ab85",
@@ -1442,4 +1444,250 @@ task(
     statement="Add a strike-through attribute.\n\n"
               "Terminals support crossed-out text (SGR code 9), but `colored(\"text\", attrs=[\"strike\"])` raises "
               "KeyError. Please add a `strike` attribute so that it gives `\"\\x1b[9mtext\\x1b[0m\"`.\n",
+)
+
+# -------------------------------------------------------------------------------------- boltons
+
+_BI = "boltons/iterutils.py"
+_BI_WINDOWED_OLD = '''def pairwise(src):
+    """Convenience function for calling :func:`windowed` on *src*, with
+    *size* set to 2.
+
+    >>> pairwise(range(5))
+    [(0, 1), (1, 2), (2, 3), (3, 4)]
+    >>> pairwise([])
+    []
+
+    The number of pairs is always one less than the number of elements
+    in the iterable passed in, except on empty inputs, which returns
+    an empty list.
+    """
+    return windowed(src, 2)
+
+
+def pairwise_iter(src):
+    """Convenience function for calling :func:`windowed_iter` on *src*,
+    with *size* set to 2.
+
+    >>> list(pairwise_iter(range(5)))
+    [(0, 1), (1, 2), (2, 3), (3, 4)]
+    >>> list(pairwise_iter([]))
+    []
+
+    The number of pairs is always one less than the number of elements
+    in the iterable passed in, or zero, when *src* is empty.
+
+    """
+    return windowed_iter(src, 2)
+
+
+def windowed(src, size):
+    """Returns tuples with exactly length *size*. If the iterable is
+    too short to make a window of length *size*, no tuples are
+    returned. See :func:`windowed_iter` for more.
+    """
+    return list(windowed_iter(src, size))
+
+
+def windowed_iter(src, size):
+    """Returns tuples with length *size* which represent a sliding
+    window over iterable *src*.
+
+    >>> list(windowed_iter(range(7), 3))
+    [(0, 1, 2), (1, 2, 3), (2, 3, 4), (3, 4, 5), (4, 5, 6)]
+
+    If the iterable is too short to make a window of length *size*,
+    then no window tuples are returned.
+
+    >>> list(windowed_iter(range(3), 5))
+    []
+    """
+    # TODO: lists? (for consistency)
+    tees = itertools.tee(src, size)
+    try:
+        for i, t in enumerate(tees):
+            for _ in xrange(i):
+                next(t)
+    except StopIteration:
+        return izip([])
+    return izip(*tees)
+
+
+'''
+
+_BI_WINDOWED_NEW = '''def pairwise(src, end=_UNSET):
+    """Convenience function for calling :func:`windowed` on *src*, with
+    *size* set to 2.
+
+    >>> pairwise(range(5))
+    [(0, 1), (1, 2), (2, 3), (3, 4)]
+    >>> pairwise([])
+    []
+
+    Unless *end* is set, the number of pairs is always one less than 
+    the number of elements in the iterable passed in, except on an empty input, 
+    which will return an empty list.
+
+    With *end* set, a number of pairs equal to the length of *src* is returned,
+    with the last item of the last pair being equal to *end*.
+
+    >>> list(pairwise(range(3), end=None))
+    [(0, 1), (1, 2), (2, None)]
+
+    This way, *end* values can be useful as sentinels to signal the end of the iterable.
+    """
+    return windowed(src, 2, fill=end)
+
+
+def pairwise_iter(src, end=_UNSET):
+    """Convenience function for calling :func:`windowed_iter` on *src*,
+    with *size* set to 2.
+
+    >>> list(pairwise_iter(range(5)))
+    [(0, 1), (1, 2), (2, 3), (3, 4)]
+    >>> list(pairwise_iter([]))
+    []
+
+    Unless *end* is set, the number of pairs is always one less 
+    than the number of elements in the iterable passed in, 
+    or zero, when *src* is empty.
+
+    With *end* set, a number of pairs equal to the length of *src* is returned,
+    with the last item of the last pair being equal to *end*. 
+
+    >>> list(pairwise_iter(range(3), end=None))
+    [(0, 1), (1, 2), (2, None)]    
+
+    This way, *end* values can be useful as sentinels to signal the end
+    of the iterable. For infinite iterators, setting *end* has no effect.
+    """
+    return windowed_iter(src, 2, fill=end)
+
+
+def windowed(src, size, fill=_UNSET):
+    """Returns tuples with exactly length *size*. If *fill* is unset 
+    and the iterable is too short to make a window of length *size*, 
+    no tuples are returned. See :func:`windowed_iter` for more.
+    """
+    return list(windowed_iter(src, size, fill=fill))
+
+
+def windowed_iter(src, size, fill=_UNSET):
+    """Returns tuples with length *size* which represent a sliding
+    window over iterable *src*.
+
+    >>> list(windowed_iter(range(7), 3))
+    [(0, 1, 2), (1, 2, 3), (2, 3, 4), (3, 4, 5), (4, 5, 6)]
+
+    If *fill* is unset, and the iterable is too short to make a window 
+    of length *size*, then no window tuples are returned.
+
+    >>> list(windowed_iter(range(3), 5))
+    []
+
+    With *fill* set, the iterator always yields a number of windows
+    equal to the length of the *src* iterable.
+    
+    >>> windowed(range(4), 3, fill=None)
+    [(0, 1, 2), (1, 2, 3), (2, 3, None), (3, None, None)]
+
+    This way, *fill* values can be useful to signal the end of the iterable.
+    For infinite iterators, setting *fill* has no effect.
+    """
+    tees = itertools.tee(src, size)
+    if fill is _UNSET:
+        try:
+            for i, t in enumerate(tees):
+                for _ in range(i):
+                    next(t)
+        except StopIteration:
+            return zip([])
+        return zip(*tees)
+    
+    for i, t in enumerate(tees):
+        for _ in range(i):  
+            try:
+                next(t)
+            except StopIteration:
+                continue
+    return zip_longest(*tees, fillvalue=fill)
+
+
+
+'''
+
+_BI_PAIRWISE = """    return windowed(src, 2)
+"""
+_BI_PAIRWISE_ITER = """    return windowed_iter(src, 2)
+"""
+_BI_WINDOWED = """def windowed(src, size):
+    \"\"\"Returns tuples with exactly length *size*. If the iterable is
+    too short to make a window of length *size*, no tuples are
+    returned. See :func:`windowed_iter` for more.
+    \"\"\"
+    return list(windowed_iter(src, size))
+"""
+_BI_TEES = """    # TODO: lists? (for consistency)
+    tees = itertools.tee(src, size)
+"""
+
+
+def _boltons_fill(marker="_UNSET", pad=None, pairwise=True):
+    """A wrong patch for the fill/end parameters: `marker` is the default that means "no fill";
+    `pad` pads the source with that many fills (instead of zip_longest over the tees);
+    `pairwise` False leaves pairwise() and pairwise_iter() without *end*."""
+    edits = [
+        (_BI, "def windowed(src, size):", f"def windowed(src, size, fill={marker}):"),
+        (_BI, "    return list(windowed_iter(src, size))\n", "    return list(windowed_iter(src, size, fill=fill))\n"),
+        (_BI, "def windowed_iter(src, size):", f"def windowed_iter(src, size, fill={marker}):"),
+    ]
+    if pad is None:
+        body = f"""    if fill is not {marker}:
+        tees = itertools.tee(src, size)
+        for i, t in enumerate(tees):
+            for _ in range(i):
+                next(t, None)
+        return itertools.zip_longest(*tees, fillvalue=fill)
+"""
+    else:
+        body = f"""    if fill is not {marker}:
+        src = itertools.chain(src, itertools.repeat(fill, {pad}))
+"""
+    edits.append((_BI, _BI_TEES, body + _BI_TEES))
+    if pairwise:
+        edits += [(_BI, "def pairwise(src):", f"def pairwise(src, end={marker}):"),
+                  (_BI, _BI_PAIRWISE, "    return windowed(src, 2, fill=end)\n"),
+                  (_BI, "def pairwise_iter(src):", f"def pairwise_iter(src, end={marker}):"),
+                  (_BI, _BI_PAIRWISE_ITER, "    return windowed_iter(src, 2, fill=end)\n")]
+    return edits
+
+
+task(
+    "boltons_windowed_fill", "boltons", "23.0.0", "23.1.0",
+    ["module constant", "keyword argument", "one call site of several"], False,
+    gold=[(_BI, """    from itertools import izip
+    _IS_PY3 = False""", """    from itertools import izip, izip_longest as zip_longest
+    _IS_PY3 = False"""),
+          (_BI, """    izip, xrange = zip, range
+""", """    izip, xrange = zip, range
+    from itertools import zip_longest
+"""),
+          (_BI, _BI_WINDOWED_OLD, _BI_WINDOWED_NEW)],
+    # the release's sdist is the first with tests/: its test file is taken whole
+    tests=[("tests/test_iterutils.py", None, None)],
+    # None taken to mean "no fill", so fill=None / end=None (what the examples pass) do nothing
+    wrong=_boltons_fill(marker="None"),
+    tried=[
+        # the source padded with one fill per window slot: one window of fills too many
+        _boltons_fill(pad="size"),
+        # windowed() and windowed_iter() take fill; pairwise() and pairwise_iter() get no end
+        _boltons_fill(pairwise=False),
+    ],
+    statement="windowed() and pairwise() drop the last items.\n\n"
+              "`iterutils.windowed(range(4), 3)` gives `[(0, 1, 2), (1, 2, 3)]`, and `pairwise` never pairs the last "
+              "item, so code that needs to see every element with its successors has to pad the input itself. "
+              "Please add a *fill* argument to `windowed`/`windowed_iter` and an *end* argument to "
+              "`pairwise`/`pairwise_iter`: when given (any value, None included), as many windows as items are "
+              "yielded, padded with it: `windowed(range(4), 3, fill=None)` gives `[(0, 1, 2), (1, 2, 3), "
+              "(2, 3, None), (3, None, None)]` and `pairwise(range(3), end=None)` gives `[(0, 1), (1, 2), (2, None)]`.\n",
 )
