@@ -1368,7 +1368,7 @@ _PS_STAR_END = """						output.append('[^/]+')
 
 task(
     "pathspec_pure_wildcard", "pathspec", "0.10.0", "0.10.1",
-    ["TestCase", "module constant", "one branch of several"], True,
+    ["TestCase", "classmethod", "one branch of several"], True,
     gold=[(_PS_GW, "	) -> Tuple[Optional[AnyStr], Optional[bool]]:  # TODO: Change to NamedTuple\n",
            "	) -> Tuple[Optional[AnyStr], Optional[bool]]:\n"),
           (_PS_GW, _PS_REWRITE, ""),
@@ -1668,7 +1668,7 @@ def _boltons_fill(marker="_UNSET", pad=None, pairwise=True):
 
 task(
     "boltons_windowed_fill", "boltons", "23.0.0", "23.1.0",
-    ["module constant", "keyword argument", "one call site of several"], False,
+    ["keyword argument", "sentinel default", "one call site of several", "test file taken whole"], False,
     gold=[(_BI, """    from itertools import izip
     _IS_PY3 = False""", """    from itertools import izip, izip_longest as zip_longest
     _IS_PY3 = False"""),
