@@ -462,6 +462,51 @@ def siblings(files: dict[str, dict[str, str]]) -> dict[str, list[list[str]]]:
     return {k: v for k, v in out.items() if v}
 
 
+
+# ---------- equality by hashing ----------
+
+def _is_groupby(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and (isinstance(node.func, ast.Name) and node.func.id == "groupby"
+                                            or isinstance(node.func, ast.Attribute) and node.func.attr == "groupby")
+
+
+def hash_shortcuts(path: str, base: str, gold: str) -> list[Candidate]:
+    """A yes/no answer the gold patch computes from the runs of equal items (``groupby``: are
+    all the items equal?) computed by hashing instead, the shortcut agents write: the set of the
+    items (of their keys, when a key is given) has at most one member. It agrees on hashable
+    items and fails on unhashable ones (lists), which the runs never hash."""
+    tree = _tree(gold)
+    if tree is None:
+        return []
+    lines = changed_gold_lines(base, gold)
+    out: list[Candidate] = []
+    for stmt in ast.walk(tree):
+        if not isinstance(stmt, (ast.Return, ast.Assign)) or stmt.value is None:
+            continue
+        if not set(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)) <= lines:
+            continue
+        if not isinstance(stmt.value, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+            continue
+        calls = [n for n in ast.walk(stmt.value) if _is_groupby(n)]
+        if len(calls) != 1 or not calls[0].args or len(calls[0].args) > 2:
+            continue
+        items = calls[0].args[0]
+        key = calls[0].args[1] if len(calls[0].args) == 2 else next((k.value for k in calls[0].keywords if k.arg == "key"), None)
+        plain = ast.Call(ast.Name("set", ast.Load()), [copy.deepcopy(items)], [])
+        if key is None or isinstance(key, ast.Constant) and key.value is None:
+            distinct: ast.expr = plain
+        else:
+            keyed = ast.Call(ast.Name("set", ast.Load()), [ast.Call(ast.Name("map", ast.Load()), [copy.deepcopy(key), copy.deepcopy(items)], [])], [])
+            distinct = keyed if not isinstance(key, ast.Name) else ast.IfExp(ast.Compare(copy.deepcopy(key), [ast.IsNot()], [ast.Constant(None)]), keyed, plain)
+        value = ast.Compare(ast.Call(ast.Name("len", ast.Load()), [distinct], []), [ast.LtE()], [ast.Constant(1)])
+        new = copy.deepcopy(stmt)
+        new.value = value
+        text = _replace_lines(gold, stmt.lineno, stmt.end_lineno, _stmt_text(ast.fix_missing_locations(new), _indent_of(gold, stmt.lineno)))  # type: ignore[arg-type]
+        if _parses(text):
+            out.append(Candidate("hash_shortcut", f"{path}:{stmt.lineno}: `{ast.unparse(stmt.value)}` computed by hashing (`{ast.unparse(value)}`)", path, text))
+    return out[:MAX_PER_KIND]
+
+
 def _replace_child(root: ast.AST, old: ast.AST, new: ast.AST) -> bool:
     for node in ast.walk(root):
         for field, value in ast.iter_fields(node):
@@ -480,4 +525,5 @@ def agent_mistakes(path: str, base: str, gold: str) -> list[Candidate]:
         return []
     return [*format_specs(path, base, gold), *call_sites(path, base, gold), *branch_drops(path, base, gold),
             *off_by_ones(path, base, gold), *string_numbers(path, base, gold), *guards(path, base, gold),
-            *unused_parameters(path, base, gold), *shared_helpers(path, base, gold)]
+            *unused_parameters(path, base, gold), *shared_helpers(path, base, gold),
+            *hash_shortcuts(path, base, gold)]

@@ -475,6 +475,10 @@ def _alternatives(value, pool: list, same: list = ()) -> list:
     """Nearby inputs for one argument: its perturbations, the values the same function took in
     that argument in its other calls, then the tests' values of its type."""
     out = list(perturbations(value)) if isinstance(value, _POOL_TYPES) else []
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, _POOL_TYPES) for v in value):
+        # each item in a list of its own: equal items stay equal, none can be hashed (code that
+        # puts the items in a set or a dict where the fix compares them fails on it)
+        out.insert(0, type(value)([v] for v in value))
     if isinstance(value, (list, tuple)) and len(value) >= 2:
         out += [type(value)(reversed(value)), type(value)(value[1:]), type(value)(list(value) + list(value[:1]))]
     out += [v for v in same if type(v) is type(value)]
