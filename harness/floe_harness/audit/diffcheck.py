@@ -653,7 +653,7 @@ def replay(calls: list, pool: list, max_replays: int, budget: float = REPLAY_BUD
                 k[slot[1]] = alt
             shown = _repr(a[1:] if method else a)
             if mark:  # the object itself may be what changed: its state is part of the input
-                shown_in = "%s|%s" % (shown, _state(a[0]) if method and a else None)
+                shown_in = "%s|%s|%s" % (shown, _state(a[0]) if method and a else None, type(a[0]).__qualname__ if method and a else None)
             key = "replay::%s#%s" % (called, hashlib.sha1(("%s|%s|%s%s" % (shown_in if mark else shown, _repr(k), before, mark)).encode("utf-8", "replace")).hexdigest()[:16])
             _depth[0] = 1  # calls the replayed code makes are not calls from test code
             random.seed(0)
