@@ -17,7 +17,12 @@ if running it shows a difference (``diffcheck.py``).
   copies the signature through would;
 - ``string_number``: a number inside a string literal the gold patch wrote (a regex bound
   ``{1,6}``, a width in ``"%05d"``), ±1, and a regex repetition ``{m,n}`` it wrote opened to
-  ``+`` (the bound guessed, or left out).
+  ``+`` (the bound guessed, or left out);
+- ``shared_helper``: the gold patch changes a module-level function several functions use (a
+  decorator of six comparison methods, a helper called from three places): its fix at one user
+  only (the others on the old version), or everywhere but one user;
+- ``hash_shortcut``: a yes/no answer the gold patch computes from ``groupby`` runs (are all the
+  items equal?) computed from a set of the items instead, which fails on unhashable ones.
 
 Left out, measured: the changed function behaving as the gold patch only when every plain
 argument is a value the issue's text names (the issue's example special-cased). On the toy

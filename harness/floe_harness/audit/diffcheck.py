@@ -22,7 +22,11 @@ the variant ``<node id>#pytest``. Every such call is kept (a deep copy of its ar
 the object for a method) and replayed on nearby inputs: each argument in turn replaced by a
 perturbation of it or by a value of its type the tests themselves use (parametrize tables,
 fixture values, the test modules' and classes' constants, the other calls' arguments, the
-seeds); each replay is the variant ``replay::<name>#<hash of its inputs>``.
+seeds); each replay is the variant ``replay::<name>#<hash of its inputs>``. Replays also try: a
+list of plain values with each item in a list of its own (equal, unhashable); an input whose
+mappings store each key as its own value (``{1: 1}``, the object's own too) with other values;
+and, for a call of one member of a group one changed decorator serves (``--siblings``), the same
+arguments to every other member (the tests may call ``==`` only, where the fix is for ``<`` too).
 
 Calls are logged by the names the tests import: a file under ``src/`` (or any directory that is
 not a package) is imported by its package's name, with that directory put on ``sys.path``, and
