@@ -119,13 +119,13 @@ export async function searchWrongPatches(docker: Docker, opts: { image: string; 
     const seeds = own.seeds;
     // the FAIL_TO_PASS tests in pytest's form: the differential check replays their calls first
     const focus = task.failToPass.filter((id) => id.includes('::'));
-    await c.putArchive(tarArchive([...candidates.map((k) => stageFile(`cands/${k.id}.diff`, k.diff)), stageFile('seeds.json', JSON.stringify(seeds)), stageFile('focus.json', JSON.stringify(focus)), stageFile('deep.json', JSON.stringify(own.changed ?? {}))]), { path: '/tmp' });
+    await c.putArchive(tarArchive([...candidates.map((k) => stageFile(`cands/${k.id}.diff`, k.diff)), stageFile('seeds.json', JSON.stringify(seeds)), stageFile('focus.json', JSON.stringify(focus)), stageFile('deep.json', JSON.stringify(own.changed ?? {})), stageFile('siblings.json', JSON.stringify(own.siblings ?? {}))]), { path: '/tmp' });
 
     const run = (command: string, maxOutputBytes = 1024 * 1024) =>
       execCommand(docker, c, { command: `export FLOE_REPO='${repoDir}'; ${command}`, repoDir, timeoutSeconds, maxOutputBytes }, 'tail');
     const trace = async (diff: string): Promise<BehaviourTrace | null> => {
       if (!targets.length || !testFiles.length) return null;
-      const r = await run(`bash ${STAGE}/checkout.sh ${diff} && git apply --whitespace=nowarn ${STAGE}/test.diff && python3 ${STAGE}/diffcheck.py . --targets '${targets.join(',')}' --tests '${testFiles.join(',')}' --seeds "$(cat ${STAGE}/seeds.json)" --focus "$(cat ${STAGE}/focus.json)" --deep "$(cat ${STAGE}/deep.json)"`, MAX_TRACE_BYTES);
+      const r = await run(`bash ${STAGE}/checkout.sh ${diff} && git apply --whitespace=nowarn ${STAGE}/test.diff && python3 ${STAGE}/diffcheck.py . --targets '${targets.join(',')}' --tests '${testFiles.join(',')}' --seeds "$(cat ${STAGE}/seeds.json)" --focus "$(cat ${STAGE}/focus.json)" --deep "$(cat ${STAGE}/deep.json)" --siblings "$(cat ${STAGE}/siblings.json)"`, MAX_TRACE_BYTES);
       const line = r.output.trim().split('\n').pop() ?? '';
       try { return JSON.parse(line) as BehaviourTrace; } catch { return null; }
     };

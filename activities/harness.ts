@@ -73,8 +73,8 @@ export class HarnessServer {
   }
 
   /** The data audit's plausible wrong patches for a gold patch (floe_harness/audit/candidates.py). */
-  candidates(req: { files: Record<string, { base: string | null; gold: string }>; limit: number }): Promise<{ candidates: AuditCandidate[]; seeds: unknown[]; changed: Record<string, string[]> }> {
-    return this.call<{ candidates: AuditCandidate[]; seeds: unknown[]; changed: Record<string, string[]> }>('candidates', req);
+  candidates(req: { files: Record<string, { base: string | null; gold: string }>; limit: number }): Promise<{ candidates: AuditCandidate[]; seeds: unknown[]; changed: Record<string, string[]>; siblings?: Record<string, string[][]> }> {
+    return this.call<{ candidates: AuditCandidate[]; seeds: unknown[]; changed: Record<string, string[]>; siblings?: Record<string, string[][]> }>('candidates', req);
   }
 
   /** Stronger tests from the gold patch's behaviour (floe_harness/audit/strengthen.py). */

@@ -6,7 +6,8 @@ one per worker; the line protocol is grading/serve.py's). Besides grading's comm
 parse, which) it answers the data audit's:
 
 candidates {"files": {path: {"base": text, "gold": text}}, "limit": n}
-      -> {"candidates": [{"id", "kind", "description", "path", "diff"}], "seeds": [constants]}:
+      -> {"candidates": [{"id", "kind", "description", "path", "diff"}], "seeds": [constants],
+          "changed": {path: [names]}, "siblings": {path: [[names one changed decorator serves]]}}:
       the audit's plausible wrong patches (audit/candidates.py, and audit/agent_mistakes.py's)
 strengthen {"gold1": trace, "gold2": trace, "testPatch": diff, "first": [variant keys]}
       -> {"testPatch": diff|null, "tests": [ids], "checks": n, "reason"?}: stronger tests from the
@@ -27,7 +28,8 @@ from floe_harness.grading.serve import answer, serve
 COMMANDS = {
     **harness.COMMANDS,
     "candidates": lambda req: {"candidates": candidates.candidates(req["files"], int(req.get("limit", 200)), more=agent_mistakes.agent_mistakes),
-                               "seeds": candidates.seeds(req["files"]), "changed": candidates.changed_functions(req["files"])},
+                               "seeds": candidates.seeds(req["files"]), "changed": candidates.changed_functions(req["files"]),
+                               "siblings": agent_mistakes.siblings(req["files"])},
     "strengthen": lambda req: strengthen.strengthen(req["gold1"], req["gold2"], req["testPatch"], first=req.get("first")),
 }
 

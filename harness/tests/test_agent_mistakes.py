@@ -140,3 +140,66 @@ def test_unused_parameter_passed_on() -> None:
     assert load(c.text)["method_key"]("s", 1) == ("s", 1)  # gold: (1,)
     # negative control: every parameter used
     assert not kinds(am.agent_mistakes("k.py", base, base + "\n\ndef g(a):\n    return key(a)\n"), "unused_parameter")
+
+
+HELPER_BASE = src('''
+    def _check(op):
+        def wrapper(self, other):
+            if not isinstance(other, Num):
+                return NotImplemented
+            return op(self, other)
+        return wrapper
+
+
+    class Num:
+        def __init__(self, n):
+            self.n = n
+
+        @_check
+        def __eq__(self, other):
+            return self.n == other.n
+
+        @_check
+        def __lt__(self, other):
+            return self.n < other.n
+''')
+HELPER_GOLD = HELPER_BASE.replace("isinstance(other, Num)", "isinstance(other, type(self))")
+
+
+def test_shared_helper_fixed_at_one_user_only() -> None:
+    """The gold patch changes a decorator two methods use: one candidate per user with the fix
+    at that user only (the others on the old decorator), one with it everywhere but there. Run:
+    `__eq__`-only refuses a subclass at `==` and still compares it at `<`."""
+    got = kinds(am.agent_mistakes("num.py", HELPER_BASE, HELPER_GOLD), "shared_helper")
+    assert len(got) == 4, [c.description for c in got]
+    only_eq = next(c for c in got if "`Num.__eq__` only" in c.description)
+    ns = load(only_eq.text)
+    sub = type("Sub", (ns["Num"],), {})
+    assert sub(1).__eq__(ns["Num"](1)) is NotImplemented  # fixed here
+    assert sub(1).__lt__(ns["Num"](2)) is True  # the old check at the sibling
+    gold = load(HELPER_GOLD)
+    assert type("Sub", (gold["Num"],), {})(1).__lt__(gold["Num"](2)) is NotImplemented
+    assert am.siblings({"num.py": {"base": HELPER_BASE, "gold": HELPER_GOLD}}) == {"num.py": [["Num.__eq__", "Num.__lt__"]]}
+    # negative control: a change inside a method, no shared helper changed: none of this family
+    inside = HELPER_BASE.replace("return self.n < other.n", "return self.n <= other.n - 1")
+    assert not kinds(am.agent_mistakes("num.py", HELPER_BASE, inside), "shared_helper")
+    assert am.siblings({"num.py": {"base": HELPER_BASE, "gold": inside}}) == {}
+
+
+def test_hash_shortcut_for_a_groupby_equality_answer() -> None:
+    """An "all equal?" answer from groupby's runs, computed from a set of the items (of their
+    keys): the same on hashable items, a TypeError on lists."""
+    base = "from itertools import groupby, islice\n\n\ndef all_equal(it):\n    g = groupby(it)\n    return next(g, True) and not next(g, False)\n"
+    gold = "from itertools import groupby, islice\n\n\ndef all_equal(it, key=None):\n    return len(list(islice(groupby(it, key), 2))) <= 1\n"
+    got = kinds(am.agent_mistakes("r.py", base, gold), "hash_shortcut")
+    assert len(got) == 1, [c.description for c in got]
+    f = load(got[0].text)["all_equal"]
+    assert f("aaa") and not f("ab") and f("Aa", key=str.lower) and not f("Ab", key=str.lower)
+    try:
+        f([[1], [1]])
+        raise AssertionError("a set of lists should not be made")
+    except TypeError:
+        pass
+    assert load(gold)["all_equal"]([[1], [1]])
+    # negative control: a gold change without groupby gives none
+    assert not kinds(am.agent_mistakes("r.py", "def f(x):\n    return x > 1\n", "def f(x):\n    return x >= 1\n"), "hash_shortcut")

@@ -216,3 +216,125 @@ def test_a_helper_reached_only_inside_the_code_is_replayed_with_deep(tmp_path: P
     assert difference(runs["gold"][0], g2, runs["same"][0]) is None
     g2_plain = trace(tmp_path / "gold", "m.py", "tests/test_m.py")
     assert difference(runs["gold"][1], g2_plain, runs["wrong"][1]) is None  # without --deep: not seen
+
+
+CMP_TESTS = """
+    import m
+
+    def test_sub():
+        class Sub(m.V):
+            pass
+        assert Sub(1).__eq__(m.V(1)) is NotImplemented
+        assert m.V(1) == m.V(1)
+        assert m.V(1) < m.V(2)
+"""
+
+
+def _cmp_module(eq_check: str, other_check: str) -> str:
+    return ("from functools import wraps\n\n\n"
+            "def _cmp(op):\n    @wraps(op)\n    def wrapper(self, other):\n"
+            f"        if not isinstance(other, {other_check}):\n            return NotImplemented\n        return op(self, other)\n    return wrapper\n\n\n"
+            "def _cmp_eq(op):\n    @wraps(op)\n    def wrapper(self, other):\n"
+            f"        if not isinstance(other, {eq_check}):\n            return NotImplemented\n        return op(self, other)\n    return wrapper\n\n\n"
+            "class V:\n    def __init__(self, n):\n        self.n = n\n\n"
+            "    @_cmp_eq\n    def __eq__(self, other):\n        return self.n == other.n\n\n"
+            "    @_cmp\n    def __lt__(self, other):\n        return self.n < other.n\n\n"
+            "    @_cmp\n    def __gt__(self, other):\n        return self.n > other.n\n")
+
+
+def test_a_call_is_replayed_on_the_siblings_one_decorator_serves(tmp_path: Path) -> None:
+    """The gold patch changes a decorator of __eq__, __lt__ and __gt__ (a subclass is no longer
+    comparable); the tests call __eq__ with a subclass only. With --siblings naming the three, the
+    call is replayed on __lt__ and __gt__ with the same arguments, which shows the wrong patch
+    (the check at __eq__ only, as semver 3.0.3's issue); without it nothing does (control), and
+    an equivalent patch shows nothing."""
+    base = {"tests/test_m.py": CMP_TESTS}
+    gold = {"m.py": _cmp_module("type(self)", "type(self)")}
+    wrong = {"m.py": _cmp_module("type(self)", "V")}
+    same = {"m.py": _cmp_module("(type(self),)", "(type(self),)")}
+    sib = ("--siblings", json.dumps({"m.py": [["V.__eq__", "V.__lt__", "V.__gt__"]]}))
+    runs = {}
+    for label, patch in (("gold", gold), ("wrong", wrong), ("same", same)):
+        repo = build(tmp_path / label, {**base, **patch})
+        runs[label] = (trace(repo, "m.py", "tests/test_m.py", *sib), trace(repo, "m.py", "tests/test_m.py"))
+    g2 = trace(tmp_path / "gold", "m.py", "tests/test_m.py", *sib)
+    bad = difference(runs["gold"][0], g2, runs["wrong"][0])
+    assert bad is not None and bad[0].startswith("replay::m:V.__"), bad
+    assert bad[1][0][4] == "NotImplemented" and bad[2] is not None and bad[2][0][4] != "NotImplemented"
+    assert difference(runs["gold"][0], g2, runs["same"][0]) is None
+    g2_plain = trace(tmp_path / "gold", "m.py", "tests/test_m.py")
+    assert difference(runs["gold"][1], g2_plain, runs["wrong"][1]) is None  # without --siblings: not seen
+
+
+CACHE = """
+    class Cache:
+        def __init__(self):
+            self.data = {}
+            self.times = {}
+
+        def put(self, key, value, at):
+            self.data[key] = value
+            self.times[key] = at
+
+        def __setstate__(self, state):  # a copy runs the code under test (cachetools' caches do)
+            self.__dict__.update(state)
+            self.expire(-1)
+
+        def expire(self, now):
+            out = []
+            for k in [k for k, t in self.times.items() if t < now]:
+                out.append(%s)
+                del self.data[k], self.times[k]
+            return out
+"""
+CACHE_TESTS = """
+    import m
+
+    def test_expire():
+        c = m.Cache()
+        for k in (1, 2, 3):
+            c.put(k, k, 10 * k)
+        assert c.expire(25) == [(1, 1), (2, 2)]
+"""
+
+
+def test_stored_values_are_made_unlike_their_keys(tmp_path: Path) -> None:
+    """The tests store every key as its own value, so `(k, k)` passes where `(k, data[k])` was
+    meant (cachetools 5.5's expire). A replay of the method with the object's key-equals-value
+    mapping given other values shows it; an equivalent patch shows nothing. The object's
+    __setstate__ calls the code under test: the check's copy of it is not a call to keep."""
+    base = {"tests/test_m.py": CACHE_TESTS}
+    d = audit(tmp_path, base, {"m.py": CACHE % "(k, self.data[k])"}, {"m.py": CACHE % "(k, k)"}, {"m.py": CACHE % "(k, self.data.get(k))"},
+              "m.py", "tests/test_m.py", "m:Cache.expire")
+    bad, same = d
+    assert bad is not None and bad[0].startswith("replay::m:Cache.expire"), bad
+    assert "(1, 101)" in bad[1][0][4] and "(1, 1)" in bad[2][0][4]
+    assert same is None
+
+
+ALL_EQUAL = """
+    from itertools import groupby, islice
+
+
+    def all_equal(items):
+        return %s
+"""
+ALL_EQUAL_TESTS = """
+    import m
+
+    def test_all_equal():
+        assert m.all_equal([0, 0, 0])
+        assert not m.all_equal([0, 1])
+"""
+
+
+def test_list_items_are_made_unhashable(tmp_path: Path) -> None:
+    """A set of the items answers "all equal?" like the runs of groupby on every hashable input;
+    replays with each item in a list of its own (equal items stay equal) show the set's
+    TypeError; an equivalent patch (another way of counting the runs) shows nothing."""
+    base = {"tests/test_m.py": ALL_EQUAL_TESTS}
+    d = audit(tmp_path, base, {"m.py": ALL_EQUAL % "len(list(islice(groupby(items), 2))) <= 1"}, {"m.py": ALL_EQUAL % "len(set(items)) <= 1"},
+              {"m.py": ALL_EQUAL % "sum(1 for _ in islice(groupby(items), 2)) <= 1"}, "m.py", "tests/test_m.py", "m:all_equal")
+    bad, same = d
+    assert bad is not None and bad[2] is not None and bad[2][0][3:5] == ["raise", "TypeError"], bad
+    assert same is None

@@ -17,7 +17,12 @@ if running it shows a difference (``diffcheck.py``).
   copies the signature through would;
 - ``string_number``: a number inside a string literal the gold patch wrote (a regex bound
   ``{1,6}``, a width in ``"%05d"``), ±1, and a regex repetition ``{m,n}`` it wrote opened to
-  ``+`` (the bound guessed, or left out).
+  ``+`` (the bound guessed, or left out);
+- ``shared_helper``: the gold patch changes a module-level function several functions use (a
+  decorator of six comparison methods, a helper called from three places): its fix at one user
+  only (the others on the old version), or everywhere but one user;
+- ``hash_shortcut``: a yes/no answer the gold patch computes from ``groupby`` runs (are all the
+  items equal?) computed from a set of the items instead, which fails on unhashable ones.
 
 Left out, measured: the changed function behaving as the gold patch only when every plain
 argument is a value the issue's text names (the issue's example special-cased). On the toy
@@ -345,6 +350,168 @@ def string_numbers(path: str, base: str, gold: str) -> list[Candidate]:
     return out[:MAX_PER_KIND]
 
 
+
+# ---------- a shared helper's fix at one of its users ----------
+
+MAX_USERS = 8
+
+
+def _span(node: ast.AST) -> tuple[int, int]:
+    """First and last line of a definition, its decorators included."""
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])  # type: ignore[attr-defined]
+    return first, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+
+
+def _users(tree: ast.Module, name: str, helper: ast.AST) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef, list[int]]]:
+    """The functions and methods that use module-level function ``name``: decorated by it
+    (``@name``, ``@name(…)``) or calling it, outside the helper itself; each with its qualified
+    name and the lines where the name is used."""
+    inside = {id(n) for n in ast.walk(helper)}
+    out: list = []
+
+    def visit(body: list, prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                visit(node.body, prefix + node.name + ".")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and id(node) not in inside:
+                used = [n.lineno for d in node.decorator_list for n in ast.walk(d) if isinstance(n, ast.Name) and n.id == name]
+                used += [n.func.lineno for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name]
+                if used:
+                    out.append((prefix + node.name, node, sorted(set(used))))
+
+    visit(tree.body, "")
+    return out
+
+
+def shared_helpers(path: str, base: str, gold: str) -> list[Candidate]:
+    """The gold patch changes a module-level function that several functions or methods use
+    (a decorator on six comparison methods, a helper called from three places); an agent fixes
+    the symptom where the issue shows it: the gold version of the helper serves one user only
+    (a copy of it, ``<helper>__fixed``, decorating or called by that user) while the others keep
+    the old helper; and the converse, every user fixed but one."""
+    tree, base_tree = _tree(gold), _tree(base) if base else None
+    if tree is None or base_tree is None:
+        return []
+    lines = changed_gold_lines(base, gold)
+    glines = _lines(gold, True)
+    blines = _lines(base, True)
+    base_defs = {n.name: n for n in base_tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    out: list[Candidate] = []
+    for helper in tree.body:
+        if not isinstance(helper, (ast.FunctionDef, ast.AsyncFunctionDef)) or helper.name not in base_defs:
+            continue
+        g1, g2 = _span(helper)
+        if not lines & set(range(g1, g2 + 1)):
+            continue
+        users = _users(tree, helper.name, helper)
+        if len(users) < 2:
+            continue
+        b1, b2 = _span(base_defs[helper.name])
+        old_text, new_text = blines[b1 - 1:b2], glines[g1 - 1:g2]
+        if old_text == new_text:
+            continue
+        name_re = re.compile(r"\b%s\b" % re.escape(helper.name))
+
+        def renamed(text: list[str], to: str) -> list[str]:
+            head = [ln for ln in text]
+            for k, ln in enumerate(head):
+                if re.match(r"\s*(async\s+)?def\s+%s\b" % re.escape(helper.name), ln):
+                    head[k] = re.sub(r"def\s+%s\b" % re.escape(helper.name), "def " + to, ln, count=1)
+                    break
+            return head
+
+        for only in (True, False):
+            copy_name = helper.name + ("__fixed" if only else "__old")
+            for qual, _node, used in users[:MAX_USERS]:
+                text = list(glines)
+                for ln in used:  # this user's uses point at the copy
+                    text[ln - 1] = name_re.sub(copy_name, text[ln - 1])
+                if only:  # the helper as it was, the gold helper as the copy
+                    block = old_text + ["\n", "\n"] + renamed(new_text, copy_name)
+                else:  # the gold helper, the old one as the copy
+                    block = new_text + ["\n", "\n"] + renamed(old_text, copy_name)
+                if block and not block[-1].endswith("\n"):
+                    block[-1] += "\n"
+                text[g1 - 1:g2] = block
+                cand = "".join(text)
+                if not _parses(cand):
+                    continue
+                what = f"at `{qual}` only" if only else f"everywhere but `{qual}`"
+                out.append(Candidate("shared_helper", f"{path}: the gold change to `{helper.name}` (used by {len(users)}) {what}", path, cand))
+    return out[:MAX_PER_KIND]
+
+
+
+def siblings(files: dict[str, dict[str, str]]) -> dict[str, list[list[str]]]:
+    """By file, the groups of functions and methods (``name``, ``Class.name``) one decorator
+    serves, for each module-level decorator the gold patch changed: diffcheck.py replays a
+    call of one member on the others with the same arguments (the tests may call ``==`` only,
+    while the fix is for ``<`` too). Computed from the gold file: the same in every tree."""
+    out: dict[str, list[list[str]]] = {}
+    for path, t in files.items():
+        tree = _tree(t["gold"]) if path.endswith(".py") else None
+        if tree is None:
+            continue
+        lines = changed_gold_lines(t.get("base") or "", t["gold"])
+        for helper in tree.body:
+            if not isinstance(helper, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            g1, g2 = _span(helper)
+            if not lines & set(range(g1, g2 + 1)):
+                continue
+            decorated: dict[str, list[str]] = {}
+            for qual, node, _used in _users(tree, helper.name, helper):
+                if any(isinstance(n, ast.Name) and n.id == helper.name for d in node.decorator_list for n in ast.walk(d)):
+                    decorated.setdefault(qual.rpartition(".")[0], []).append(qual)
+            out.setdefault(path, []).extend(g for g in decorated.values() if len(g) >= 2)
+    return {k: v for k, v in out.items() if v}
+
+
+
+# ---------- equality by hashing ----------
+
+def _is_groupby(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and (isinstance(node.func, ast.Name) and node.func.id == "groupby"
+                                            or isinstance(node.func, ast.Attribute) and node.func.attr == "groupby")
+
+
+def hash_shortcuts(path: str, base: str, gold: str) -> list[Candidate]:
+    """A yes/no answer the gold patch computes from the runs of equal items (``groupby``: are
+    all the items equal?) computed by hashing instead, the shortcut agents write: the set of the
+    items (of their keys, when a key is given) has at most one member. It agrees on hashable
+    items and fails on unhashable ones (lists), which the runs never hash."""
+    tree = _tree(gold)
+    if tree is None:
+        return []
+    lines = changed_gold_lines(base, gold)
+    out: list[Candidate] = []
+    for stmt in ast.walk(tree):
+        if not isinstance(stmt, (ast.Return, ast.Assign)) or stmt.value is None:
+            continue
+        if not set(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)) <= lines:
+            continue
+        if not isinstance(stmt.value, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+            continue
+        calls = [n for n in ast.walk(stmt.value) if _is_groupby(n)]
+        if len(calls) != 1 or not calls[0].args or len(calls[0].args) > 2:
+            continue
+        items = calls[0].args[0]
+        key = calls[0].args[1] if len(calls[0].args) == 2 else next((k.value for k in calls[0].keywords if k.arg == "key"), None)
+        plain = ast.Call(ast.Name("set", ast.Load()), [copy.deepcopy(items)], [])
+        if key is None or isinstance(key, ast.Constant) and key.value is None:
+            distinct: ast.expr = plain
+        else:
+            keyed = ast.Call(ast.Name("set", ast.Load()), [ast.Call(ast.Name("map", ast.Load()), [copy.deepcopy(key), copy.deepcopy(items)], [])], [])
+            distinct = keyed if not isinstance(key, ast.Name) else ast.IfExp(ast.Compare(copy.deepcopy(key), [ast.IsNot()], [ast.Constant(None)]), keyed, plain)
+        value = ast.Compare(ast.Call(ast.Name("len", ast.Load()), [distinct], []), [ast.LtE()], [ast.Constant(1)])
+        new = copy.deepcopy(stmt)
+        new.value = value
+        text = _replace_lines(gold, stmt.lineno, stmt.end_lineno, _stmt_text(ast.fix_missing_locations(new), _indent_of(gold, stmt.lineno)))  # type: ignore[arg-type]
+        if _parses(text):
+            out.append(Candidate("hash_shortcut", f"{path}:{stmt.lineno}: `{ast.unparse(stmt.value)}` computed by hashing (`{ast.unparse(value)}`)", path, text))
+    return out[:MAX_PER_KIND]
+
+
 def _replace_child(root: ast.AST, old: ast.AST, new: ast.AST) -> bool:
     for node in ast.walk(root):
         for field, value in ast.iter_fields(node):
@@ -363,4 +530,5 @@ def agent_mistakes(path: str, base: str, gold: str) -> list[Candidate]:
         return []
     return [*format_specs(path, base, gold), *call_sites(path, base, gold), *branch_drops(path, base, gold),
             *off_by_ones(path, base, gold), *string_numbers(path, base, gold), *guards(path, base, gold),
-            *unused_parameters(path, base, gold)]
+            *unused_parameters(path, base, gold), *shared_helpers(path, base, gold),
+            *hash_shortcuts(path, base, gold)]

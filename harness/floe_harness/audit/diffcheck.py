@@ -22,7 +22,11 @@ the variant ``<node id>#pytest``. Every such call is kept (a deep copy of its ar
 the object for a method) and replayed on nearby inputs: each argument in turn replaced by a
 perturbation of it or by a value of its type the tests themselves use (parametrize tables,
 fixture values, the test modules' and classes' constants, the other calls' arguments, the
-seeds); each replay is the variant ``replay::<name>#<hash of its inputs>``.
+seeds); each replay is the variant ``replay::<name>#<hash of its inputs>``. Replays also try: a
+list of plain values with each item in a list of its own (equal, unhashable); an input whose
+mappings store each key as its own value (``{1: 1}``, the object's own too) with other values;
+and, for a call of one member of a group one changed decorator serves (``--siblings``), the same
+arguments to every other member (the tests may call ``==`` only, where the fix is for ``<`` too).
 
 Calls are logged by the names the tests import: a file under ``src/`` (or any directory that is
 not a package) is imported by its package's name, with that directory put on ``sys.path``, and
@@ -98,6 +102,21 @@ _focus_kept_of: dict = {}
 # kept for replay too (not logged: a test's variant holds the calls the test code makes)
 DEEP: dict = {}
 _deep_names: set = set()
+# the groups of functions or methods one changed decorator serves (--siblings, by file): a call
+# of one member is replayed on the others with the same arguments (the tests may use `==` only)
+SIBLINGS: dict = {}
+_siblings_of: dict = {}  # qualified name -> the other members' qualified names
+
+
+def _entry(name: str, method: bool, args, kwargs, how: str, what) -> list:
+    """One logged call. Its reprs are made below the test code's level: a ``__repr__`` that calls
+    the code under test (a cache's, expiring its items first) is not a call from the test, and
+    would otherwise log itself again, each time, until the recursion limit."""
+    _depth[0] += 1
+    try:
+        return [name, _repr(args[1:] if method else args), _repr(kwargs), how, what if how == "raise" else _repr(what), _state(args[0]) if method and args else None]
+    finally:
+        _depth[0] -= 1
 
 
 def _wrap(fn, name: str, method: bool):
@@ -106,10 +125,18 @@ def _wrap(fn, name: str, method: bool):
         kept = None
         counts = _focus_kept_of if _focus[0] else _kept_of
         if (top or name in _deep_names) and _keep[0] and counts.get(name, 0) < MAX_KEPT_PER_FUNCTION:
-            try:  # the inputs as they were before the call (it may change them)
+            # the inputs as they were before the call (it may change them), copied below the test
+            # code's level: a copy made by calling the code under test (a cache's __setstate__
+            # expires its items) must not be kept, and copied, in turn, until the recursion limit
+            _depth[0] += 1
+            _keep[0] = False
+            try:
                 kept = (name, fn, method, copy.deepcopy(args), copy.deepcopy(kwargs))
             except Exception:  # an input that cannot be copied (a lock, a file): not replayed
                 pass
+            finally:
+                _depth[0] -= 1
+                _keep[0] = True
         _depth[0] += 1
         try:
             result = fn(*args, **kwargs)
@@ -117,7 +144,7 @@ def _wrap(fn, name: str, method: bool):
             raise
         except BaseException as err:
             if top:
-                _log.append([name, _repr(args[1:] if method else args), _repr(kwargs), "raise", type(err).__name__, _state(args[0]) if method and args else None])
+                _log.append(_entry(name, method, args, kwargs, "raise", type(err).__name__))
                 if kept:
                     (_focus_calls if _focus[0] else _calls).append(kept)
                     counts[name] = counts.get(name, 0) + 1
@@ -128,7 +155,7 @@ def _wrap(fn, name: str, method: bool):
             (_focus_calls if _focus[0] else _calls).append(kept)
             counts[name] = counts.get(name, 0) + 1
         if top:
-            _log.append([name, _repr(args[1:] if method else args), _repr(kwargs), "return", _repr(result), _state(args[0]) if method and args else None])
+            _log.append(_entry(name, method, args, kwargs, "return", result))
         return result
 
     wrapper.__wrapped__ = fn
@@ -187,6 +214,14 @@ def instrument(targets: list, repo: str = ".") -> None:
         if root and os.path.join(repo, root) not in sys.path:
             sys.path.insert(0, os.path.join(repo, root))
         mod = importlib.import_module(modname)
+        for group in SIBLINGS.get(path, ()):
+            owner = group[0].rpartition(".")[0] if group else ""
+            # a class bound to more names (`VersionInfo = Version`) is wrapped, and logged, by each
+            aliases = [n for n, o in vars(mod).items() if owner and o is vars(mod).get(owner)] or [owner]
+            for alias in aliases:
+                quals = ["%s:%s" % (mod.__name__, (alias + "." if alias else "") + q.rpartition(".")[2]) for q in group]
+                for q in quals:
+                    _siblings_of[q] = [o for o in quals if o != q]
         for name, obj in list(vars(mod).items()):
             if isinstance(obj, types.FunctionType) and obj.__module__ == mod.__name__:
                 if name in DEEP.get(path, ()):
@@ -444,6 +479,10 @@ def _alternatives(value, pool: list, same: list = ()) -> list:
     """Nearby inputs for one argument: its perturbations, the values the same function took in
     that argument in its other calls, then the tests' values of its type."""
     out = list(perturbations(value)) if isinstance(value, _POOL_TYPES) else []
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, _POOL_TYPES) for v in value):
+        # each item in a list of its own: equal items stay equal, none can be hashed (code that
+        # puts the items in a set or a dict where the fix compares them fails on it)
+        out.insert(0, type(value)([v] for v in value))
     if isinstance(value, (list, tuple)) and len(value) >= 2:
         out += [type(value)(reversed(value)), type(value)(value[1:]), type(value)(list(value) + list(value[:1]))]
     out += [v for v in same if type(v) is type(value)]
@@ -472,6 +511,83 @@ def _outcome_repr(result) -> str:
     return _repr(result)
 
 
+def _resolve(qual: str):
+    """The function or method a qualified name (``module:Class.name``) names in this tree (the
+    instrumented one: a replay's inner calls are not logged), or None."""
+    modname, _, attrs = qual.partition(":")
+    obj = sys.modules.get(modname)
+    for attr in attrs.split("."):
+        if obj is None:
+            return None
+        obj = vars(obj).get(attr) if isinstance(obj, type) else getattr(obj, attr, None)
+    if isinstance(obj, (staticmethod, classmethod)):
+        obj = obj.__func__
+    return obj if callable(obj) else None
+
+
+def _shifted(v):
+    """A value of v's type that differs from it (a stored value made unlike its key)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v + 100
+    if isinstance(v, float):
+        return v + 100.5
+    if isinstance(v, str):
+        return v + "-value"
+    return None
+
+
+def _vary_values(value, depth: int = 0, seen: set = None) -> bool:
+    """Make, in place, every mapping in ``value`` (itself, its items, its attributes) whose
+    items all have the value equal to the key hold other values (a test that stores each key as
+    its own value cannot tell a key from its value: `(k, k)` where `(k, cache[k])` was meant);
+    likewise a list of `(k, k)` pairs. Whether anything changed."""
+    seen = set() if seen is None else seen
+    if depth > 3 or id(value) in seen or isinstance(value, (str, bytes, int, float, type)) or value is None:
+        return False
+    seen.add(id(value))
+    changed = False
+    if isinstance(value, dict):
+        items = list(value.items())
+        if items and all(type(k) is type(v) and k == v and _shifted(v) is not None for k, v in items):
+            for k, v in items:
+                value[k] = _shifted(v)
+            return True
+        for v in list(value.values())[:50]:
+            changed = _vary_values(v, depth + 1, seen) or changed
+        return changed
+    if isinstance(value, list):
+        if value and all(type(x) is tuple and len(x) == 2 and type(x[0]) is type(x[1]) and x[0] == x[1] and _shifted(x[1]) is not None for x in value):
+            value[:] = [(x[0], _shifted(x[1])) for x in value]
+            return True
+        for v in value[:50]:
+            changed = _vary_values(v, depth + 1, seen) or changed
+        return changed
+    try:
+        attrs = dict(vars(value))
+    except TypeError:
+        attrs = {}
+    for slot in getattr(type(value), "__slots__", ()) or ():
+        if isinstance(slot, str) and hasattr(value, slot):
+            attrs.setdefault(slot, getattr(value, slot))
+    if depth > 0 and not attrs:
+        return False
+    for v in attrs.values():
+        if not isinstance(v, types.FunctionType):
+            changed = _vary_values(v, depth + 1, seen) or changed
+    return changed
+
+
+def _values_unlike_keys(value):
+    """A copy of an input with its key-equals-value mappings varied (_vary_values), or None."""
+    try:
+        v = copy.deepcopy(value)
+    except Exception:
+        return None
+    return v if _vary_values(v) else None
+
+
 def replay(calls: list, pool: list, max_replays: int, budget: float = REPLAY_BUDGET_SECONDS) -> dict:
     """Each kept call again with one argument replaced by each of its alternatives, round the
     distinct calls (one replay of each in turn) until ``max_replays`` or the time budget. A
@@ -494,6 +610,12 @@ def replay(calls: list, pool: list, max_replays: int, budget: float = REPLAY_BUD
 
     def inputs(c):
         _n, _fn, method, args, kwargs = c
+        for sibling in _siblings_of.get(_n, ()):  # the same arguments to the others one decorator serves
+            yield ("sibling", sibling), None
+        for slot in [("a", i) for i in range(len(args))] + [("k", k) for k in sorted(kwargs)]:  # stored values unlike their keys
+            varied = _values_unlike_keys(args[slot[1]] if slot[0] == "a" else kwargs[slot[1]])
+            if varied is not None:
+                yield ("values", slot), varied
         for slot in [("a", i) for i in range(1 if method else 0, len(args))] + [("k", k) for k in sorted(kwargs)]:
             seen_here = list(same.get((_n, slot), {}).values())[:POOL_PER_TYPE]
             for alt in _alternatives(args[slot[1]] if slot[0] == "a" else kwargs[slot[1]], pool, seen_here):
@@ -521,22 +643,32 @@ def replay(calls: list, pool: list, max_replays: int, budget: float = REPLAY_BUD
                 a, k = copy.deepcopy(args), copy.deepcopy(kwargs)
             except Exception:
                 continue
+            call, called, mark = fn, name, ""
+            if slot[0] == "sibling":
+                call, called, mark = _resolve(slot[1]), slot[1], "|sibling of %s" % name
+                if call is None:
+                    continue
+            elif slot[0] == "values":
+                mark = "|values unlike keys in %s" % (slot[1],)
+                slot = slot[1]
             if slot[0] == "a":
                 a = a[:slot[1]] + (alt,) + a[slot[1] + 1:]
-            else:
+            elif slot[0] == "k":
                 k[slot[1]] = alt
             shown = _repr(a[1:] if method else a)
-            key = "replay::%s#%s" % (name, hashlib.sha1(("%s|%s|%s" % (shown, _repr(k), before)).encode("utf-8", "replace")).hexdigest()[:16])
+            if mark:  # the object itself may be what changed: its state is part of the input
+                shown_in = "%s|%s|%s" % (shown, _state(a[0]) if method and a else None, type(a[0]).__qualname__ if method and a else None)
+            key = "replay::%s#%s" % (called, hashlib.sha1(("%s|%s|%s%s" % (shown_in if mark else shown, _repr(k), before, mark)).encode("utf-8", "replace")).hexdigest()[:16])
             _depth[0] = 1  # calls the replayed code makes are not calls from test code
             random.seed(0)
             try:
                 signal.setitimer(signal.ITIMER_REAL, REPLAY_SECONDS)
-                result = _outcome_repr(fn(*a, **k))
-                event = [name, shown, _repr(k), "return", result, _state(a[0]) if method and a else None]
+                result = _outcome_repr(call(*a, **k))
+                event = [called, shown, _repr(k), "return", result, _state(a[0]) if method and a else None]
             except _Timeout:
                 event = None
             except BaseException as err:
-                event = [name, shown, _repr(k), "raise", type(err).__name__, _state(a[0]) if method and a else None]
+                event = [called, shown, _repr(k), "raise", type(err).__name__, _state(a[0]) if method and a else None]
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 _depth[0] = 0
@@ -609,10 +741,14 @@ def main(argv=None) -> int:
     ap.add_argument("--max-replays", type=int, default=1000)
     ap.add_argument("--seeds", default="[]", help="JSON list of constants to try as inputs")
     ap.add_argument("--deep", default="{}", help="JSON {file: [function or Class.method]} the gold patch changed: their inner calls are replayed too")
+    ap.add_argument("--siblings", default="{}", help="JSON {file: [[function or Class.method, …]]}: the groups one decorator the gold patch changed serves; a call of one is replayed on the others")
     ap.add_argument("--focus", default="[]", help="JSON list of pytest node ids whose calls are replayed first (the FAIL_TO_PASS tests)")
     a = ap.parse_args(argv)
     DEEP.clear()
     DEEP.update({k: list(v) for k, v in json.loads(a.deep).items()} if a.deep else {})
+    SIBLINGS.clear()
+    SIBLINGS.update({k: [list(g) for g in v] for k, v in json.loads(a.siblings).items()} if a.siblings else {})
+    _siblings_of.clear()
     FOCUS.clear()
     FOCUS.update(x for x in json.loads(a.focus) if isinstance(x, str))
     SEEDS[:] = [v for v in json.loads(a.seeds) if isinstance(v, (str, int, float))]
