@@ -1,8 +1,10 @@
 // The realistic development set (tasks/real, issue 43): tasks made from real fixes between two
 // PyPI releases. Its labels are proven by running the tests (tasks/real/validate.py: base fails,
 // gold passes, a loose task's wrong patch passes every test and differs from gold on a probe, a
-// sound task's wrong patches fail a test), a flipped label is caught (negative control), and
-// `floe audit real` on two of its tasks flags the loose one with evidence and passes the sound one.
+// sound task's wrong patches fail a test; each run as the grader runs it, in the sandbox's
+// environment), a flipped label and a patch or environment the sandbox refuses are caught
+// (negative controls), and `floe audit real` on two of its tasks flags the loose one with
+// evidence and passes the sound one.
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -34,8 +36,8 @@ describe('the realistic development set', () => {
       const tasks = (JSON.parse(fs.readFileSync(path.join(dir, 'v.json'), 'utf8')) as { tasks: Checked[] }).tasks;
       expect(tasks.length).toBeGreaterThanOrEqual(21);
       expect(tasks.filter((t) => !t.ok).map((t) => `${t.id}: ${t.problems.join('; ')}`)).toEqual([]);
-      expect(tasks.filter((t) => t.loose).length).toBeGreaterThanOrEqual(11);
-      expect(tasks.filter((t) => !t.loose).length).toBeGreaterThanOrEqual(10);
+      expect(tasks.filter((t) => t.loose).length).toBeGreaterThanOrEqual(12);
+      expect(tasks.filter((t) => !t.loose).length).toBeGreaterThanOrEqual(9);
       for (const t of tasks.filter((x) => x.loose)) expect(t.probe!.gold, t.id).not.toEqual(t.probe!.wrong);
       // the loaders read the set by name, as `floe audit real` and tasks.source do
       const loaded = loadFolderSet('real', 'fail').tasks;
@@ -61,6 +63,34 @@ describe('the realistic development set', () => {
       expect(v.status).not.toBe(0);
       expect(v.out).toMatch(/FAIL real__parse_subsecond \(sound\): sound, but the wrong patch passes every test/);
       expect(v.out).toMatch(/FAIL real__humanize_metric_precision \(loose\): loose, but the wrong patch fails/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it('validation runs the tests as the sandbox does: a patch git apply refuses, or a TERM the tests cannot take, fails it (negative controls)', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'floe-real-sandbox-'));
+    try {
+      // the test file taken whole, written as `--- a/<path>` (no `new file mode`): patch -p1 takes
+      // it, git apply (the grader's) does not
+      const b = 'real__boltons_windowed_fill';
+      fs.cpSync(path.join(repoRoot, 'tasks', 'real', b), path.join(dir, b), { recursive: true });
+      const file = path.join(dir, b, 'task.json');
+      const row = JSON.parse(fs.readFileSync(file, 'utf8')) as { test_patch: string };
+      expect(row.test_patch).toMatch(/^new file mode 100644\n--- \/dev\/null\n/m);
+      row.test_patch = row.test_patch.replace(/new file mode 100644\n--- \/dev\/null\n\+\+\+ b\/(\S+)\n/, '--- a/$1\n+++ b/$1\n');
+      fs.writeFileSync(file, JSON.stringify(row));
+      // termcolor's tests under the sandbox's TERM=dumb, without the conftest line that unsets it
+      const t = 'real__termcolor_strike';
+      fs.cpSync(path.join(repoRoot, 'tasks', 'real', t), path.join(dir, t), { recursive: true });
+      const conftest = path.join(dir, t, 'repo', 'conftest.py');
+      const text = fs.readFileSync(conftest, 'utf8');
+      expect(text).toContain('os.environ.pop("TERM", None)');
+      fs.writeFileSync(conftest, text.replace('os.environ.pop("TERM", None)', ''));
+      const v = run(['tasks/real/validate.py', '--root', dir]);
+      expect(v.status).not.toBe(0);
+      expect(v.out).toMatch(/FAIL real__boltons_windowed_fill \(sound\): the test patch does not apply with git apply/);
+      expect(v.out).toMatch(/FAIL real__termcolor_strike \(sound\): base: a PASS_TO_PASS test does not pass/);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

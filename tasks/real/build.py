@@ -41,7 +41,12 @@ sys.dont_write_bytecode = True
 import specs  # noqa: E402
 
 ZERO_SHA = "0" * 40
-ENV = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONHASHSEED="0")
+# the sandbox's environment where it touches tests: the shell floe gives the agent and the grader
+# sets TERM=dumb (activities/sandbox/exec.ts, AGENT_ENV) and the pytest runner NO_COLOR=1 and
+# PY_COLORS=0 (harness/floe_harness/grading/pytest_runner.py); the labels hold only if the tests
+# are run the way the grader runs them
+SANDBOX_ENV = {"TERM": "dumb", "NO_COLOR": "1", "PY_COLORS": "0", "LANG": "C.UTF-8"}
+ENV = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONHASHSEED="0", **SANDBOX_ENV)
 # the Python whose pytest runs the tests: the sandbox's is pytest 7.2.1 (Debian bookworm), and
 # pytest's ids of parametrized tests differ between versions (a long string is its own id in
 # 7.2, `expected20` in 9), so the FAIL_TO_PASS and PASS_TO_PASS ids must come from that version
@@ -121,6 +126,13 @@ def environment(repo: Path, package: str, version: str) -> list[str]:
     if not (repo / "conftest.py").exists():
         (repo / "conftest.py").write_text("# puts the repository root on sys.path for pytest (rootdir conftest)\n")
         done.append("empty conftest.py at the root (puts the root on sys.path)")
+    # a package that asks the terminal's type (termcolor: no colour when TERM is "dumb") is tested
+    # by its release's CI in a terminal that is not dumb; its tests fake a tty but leave TERM alone,
+    # and floe's sandbox sets TERM=dumb, so the conftest unsets it as the CI's environment has it
+    if any('"TERM"' in p.read_text(errors="ignore") for p in repo.rglob("*.py") if "tests" not in p.parts and p.name != "conftest.py"):
+        with (repo / "conftest.py").open("a") as f:
+            f.write('\n# the package reads TERM; its tests expect a terminal that is not "dumb", as in its CI\nimport os  # noqa: E402\n\nos.environ.pop("TERM", None)\n')
+        done.append("conftest.py unsets TERM (the package reads it; the sandbox sets TERM=dumb; the release's tests expect a colour terminal, as their CI has)")
     return done
 
 
@@ -160,8 +172,16 @@ def diff(before: dict[str, str], after: dict[str, str]) -> str:
         a, b = before.get(rel, ""), after.get(rel, "")
         if a == b:
             continue
-        body = list(difflib.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True), f"a/{rel}", f"b/{rel}", n=3))
-        chunks.append(f"diff --git a/{rel} b/{rel}\n" + "".join(body))
+        # a file made or removed says so as git does (`new file mode`, /dev/null): the grader
+        # applies patches with `git apply`, which refuses a new file given as `--- a/<path>`
+        head = f"diff --git a/{rel} b/{rel}\n"
+        src, dst = f"a/{rel}", f"b/{rel}"
+        if rel not in before:
+            head, src = head + "new file mode 100644\n", "/dev/null"
+        elif rel not in after:
+            head, dst = head + "deleted file mode 100644\n", "/dev/null"
+        body = list(difflib.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True), src, dst, n=3))
+        chunks.append(head + "".join(body))
     return "".join(chunks)
 
 

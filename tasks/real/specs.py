@@ -1305,11 +1305,20 @@ _MI_DP_SORTED = "    items = sorted(iterable)\n"
 
 task(
     "more_itertools_distinct_permutations_unsortable", "more-itertools", "10.3.0", "10.4.0",
-    ["re-export", "TestCase", "subTest-style loop", "one branch of several"], False,
+    ["re-export", "TestCase", "subTest-style loop", "one branch of several"], True,
     gold=[("more_itertools/more.py", _MI_DP_OLD, _MI_DP_NEW)],
     tests=[("tests/test_more.py", _MI_DP_TESTS_OLD, _MI_DP_TESTS_NEW)],
-    # unsortable items deduplicated through a set: unhashable items (lists) raise TypeError
-    wrong=[("more_itertools/more.py", _MI_DP_SORTED, '''    items = list(iterable)
+    # the release's fix without `indices.sort()` (found by floe's audit, audit-real-5cfeda72a3): the
+    # algorithm needs its input sorted, and every unsortable input the tests use happens to list its
+    # first-seen indices in order already; ([1], [1], 2, [1]) gives indices [0, 0, 2, 0], and the
+    # unsorted run yields 3 of its 4 distinct permutations (written down as sound with the three
+    # patches in `tried`, which fail; this one passes)
+    wrong=[("more_itertools/more.py", _MI_DP_OLD, _MI_DP_NEW.replace("        indices.sort()\n", "", 1))],
+    probe="from more_itertools import distinct_permutations\nfor items in ([[1], [1], 2, [1]], [1, '2', 1]):\n"
+          "    got = list(distinct_permutations(items))\n    print(len(got), sorted(map(repr, got)))",
+    tried=[
+        # unsortable items deduplicated through a set: unhashable items (lists) raise TypeError
+        [("more_itertools/more.py", _MI_DP_SORTED, '''    items = list(iterable)
     try:
         items.sort()
     except TypeError:
@@ -1317,7 +1326,6 @@ task(
 
         return iter(set(permutations(items, r)))
 ''')],
-    tried=[
         # equal items told apart by identity: two equal lists (or 1 and True) give repeated permutations
         [("more_itertools/more.py", _MI_DP_SORTED, '''    items = list(iterable)
     try:
