@@ -123,9 +123,12 @@ export async function searchWrongPatches(docker: Docker, opts: { image: string; 
 
     const run = (command: string, maxOutputBytes = 1024 * 1024) =>
       execCommand(docker, c, { command: `export FLOE_REPO='${repoDir}'; ${command}`, repoDir, timeoutSeconds, maxOutputBytes }, 'tail');
-    const trace = async (diff: string): Promise<BehaviourTrace | null> => {
+    /** One traced run of the tests on ``diff``, under a fixed string-hash seed: the two gold runs
+     *  take different seeds, so a call whose result depends on set or dict-of-str order is seen to
+     *  vary and is not compared; every candidate runs under the first gold run's seed. */
+    const trace = async (diff: string, hashSeed = 0): Promise<BehaviourTrace | null> => {
       if (!targets.length || !testFiles.length) return null;
-      const r = await run(`bash ${STAGE}/checkout.sh ${diff} && git apply --whitespace=nowarn ${STAGE}/test.diff && python3 ${STAGE}/diffcheck.py . --targets '${targets.join(',')}' --tests '${testFiles.join(',')}' --seeds "$(cat ${STAGE}/seeds.json)" --focus "$(cat ${STAGE}/focus.json)" --deep "$(cat ${STAGE}/deep.json)" --siblings "$(cat ${STAGE}/siblings.json)"`, MAX_TRACE_BYTES);
+      const r = await run(`bash ${STAGE}/checkout.sh ${diff} && git apply --whitespace=nowarn ${STAGE}/test.diff && PYTHONHASHSEED=${hashSeed} python3 ${STAGE}/diffcheck.py . --targets '${targets.join(',')}' --tests '${testFiles.join(',')}' --seeds "$(cat ${STAGE}/seeds.json)" --focus "$(cat ${STAGE}/focus.json)" --deep "$(cat ${STAGE}/deep.json)" --siblings "$(cat ${STAGE}/siblings.json)"`, MAX_TRACE_BYTES);
       const line = r.output.trim().split('\n').pop() ?? '';
       try { return JSON.parse(line) as BehaviourTrace; } catch { return null; }
     };
@@ -166,7 +169,7 @@ export async function searchWrongPatches(docker: Docker, opts: { image: string; 
       if (testsPassed) {
         if (goldTraces === undefined) {
           const g1 = await trace(`${STAGE}/gold.diff`);
-          const g2 = g1 && await trace(`${STAGE}/gold.diff`);
+          const g2 = g1 && await trace(`${STAGE}/gold.diff`, 1);
           goldTraces = g1 && g2 ? [g1, g2] : null;
         }
         const t = goldTraces && await trace(`${STAGE}/cands/${k.id}.diff`);

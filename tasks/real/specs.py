@@ -1676,7 +1676,7 @@ def _boltons_fill(marker="_UNSET", pad=None, pairwise=True):
 
 task(
     "boltons_windowed_fill", "boltons", "23.0.0", "23.1.0",
-    ["keyword argument", "sentinel default", "one call site of several", "test file taken whole"], False,
+    ["keyword argument", "sentinel default", "one call site of several", "test file taken whole"], True,
     gold=[(_BI, """    from itertools import izip
     _IS_PY3 = False""", """    from itertools import izip, izip_longest as zip_longest
     _IS_PY3 = False"""),
@@ -1687,9 +1687,21 @@ task(
           (_BI, _BI_WINDOWED_OLD, _BI_WINDOWED_NEW)],
     # the release's sdist is the first with tests/: its test file is taken whole
     tests=[("tests/test_iterutils.py", None, None)],
-    # None taken to mean "no fill", so fill=None / end=None (what the examples pass) do nothing
-    wrong=_boltons_fill(marker="None"),
+    # written down as sound; floe's audit (audit-real-d4b2dc5089) found that the fix without the
+    # fill value passed on to zip_longest passes every test: the tests only ever pass fill=None,
+    # which is zip_longest's own default, so any other fill comes out as None
+    wrong=[(_BI, """    from itertools import izip
+    _IS_PY3 = False""", """    from itertools import izip, izip_longest as zip_longest
+    _IS_PY3 = False"""),
+           (_BI, """    izip, xrange = zip, range
+""", """    izip, xrange = zip, range
+    from itertools import zip_longest
+"""),
+           (_BI, _BI_WINDOWED_OLD, _BI_WINDOWED_NEW.replace("zip_longest(*tees, fillvalue=fill)", "zip_longest(*tees)"))],
+    probe="from boltons.iterutils import windowed\nprint(windowed(range(4), 3, fill=0))",
     tried=[
+        # None taken to mean "no fill", so fill=None / end=None (what the examples pass) do nothing
+        _boltons_fill(marker="None"),
         # the source padded with one fill per window slot: one window of fills too many
         _boltons_fill(pad="size"),
         # windowed() and windowed_iter() take fill; pairwise() and pairwise_iter() get no end
