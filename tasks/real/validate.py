@@ -153,7 +153,8 @@ def main() -> int:
         try:
             r = check(d)
         except RuntimeError as e:  # a patch git apply refuses: the grader would refuse it too
-            r = {"id": d.name, "ok": False, "problems": [str(e).strip()]}
+            loose = json.loads((d / "task.json").read_text())["floe"]["loose_tests"]
+            r = {"id": d.name, "loose": loose, "ok": False, "problems": [str(e).strip()]}
         results.append(r)
         print(f"{'PASS' if r['ok'] else 'FAIL'} {r['id']} ({'loose' if r.get('loose') else 'sound'}){': ' + '; '.join(r['problems']) if r['problems'] else ''}")
     bad = [r for r in results if not r["ok"]]
