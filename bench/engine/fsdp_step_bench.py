@@ -70,6 +70,39 @@ def batch(n: int, length: int, vocab: int, seed: int):
     return out
 
 
+def use_previous_optimizer(opt) -> None:
+    """Put the optimizer step floe ran before fused AdamW back on ``opt`` (a ShardedOptimizer):
+    the default multi-tensor AdamW, each gradient's squares summed in fp64, a mul_ per tensor."""
+    import types
+    g = opt.opt.param_groups[0]
+    opt.opt = torch.optim.AdamW(opt.params, lr=0.0, betas=g["betas"], weight_decay=0.0, eps=g["eps"])
+
+    def grad_norm(self) -> float:
+        grads = [self._local(p.grad) for p in self.params if p.grad is not None]
+        sq = torch.zeros((), dtype=torch.float64, device=grads[0].device)
+        for gr in grads:
+            sq += gr.detach().double().pow(2).sum()
+        if torch.distributed.is_initialized():
+            if sq.device.type == "cpu" and torch.distributed.get_backend() == "nccl":
+                sq = sq.cuda()
+            torch.distributed.all_reduce(sq)
+        return float(sq.sqrt())
+
+    def clip_and_step(self, max_norm: float) -> float:
+        norm = self.grad_norm()
+        if math.isfinite(norm):
+            coef = min(1.0, max_norm / (norm + 1e-6))
+            with torch.no_grad():
+                for p in self.params:
+                    if p.grad is not None:
+                        self._local(p.grad).mul_(coef)
+            self.opt.step()
+        self.zero_grad()
+        return norm
+    opt.grad_norm = types.MethodType(grad_norm, opt)
+    opt.clip_and_step = types.MethodType(clip_and_step, opt)
+
+
 PATHS = {"padded": (False, False), "packed_dense": (True, True), "packed": (True, False)}  # (pack, dense mask)
 
 
@@ -87,6 +120,14 @@ def main() -> None:
     ap.add_argument("--offload-optimizer", action="store_true",
                     help="fp32 shards, gradients and optimizer state in host memory, the optimizer step on the CPU")
     ap.add_argument("--publish-dir", default=None, help="default: a temporary folder (deleted)")
+    ap.add_argument("--skip-publish", action="store_true",
+                    help="no 8 GB publish after each step (train_ms never includes it; this saves the call's time)")
+    ap.add_argument("--attention-backend", default="auto", choices=list(packed_attention.BACKENDS),
+                    help="the trainer's attention_backend: auto (cuDNN first on Hopper), cudnn, or flash "
+                         "(FlashAttention 2 through SDPA and varlen_attn: the path before cuDNN)")
+    ap.add_argument("--previous-optimizer", action="store_true",
+                    help="the optimizer step before fused AdamW: multi-tensor AdamW, the norm summed per "
+                         "gradient in fp64, clipping per tensor (the old path, for side-by-side runs)")
     a = ap.parse_args()
     paths = a.paths.split(",")
     for p in paths:
@@ -116,7 +157,11 @@ def main() -> None:
     t0 = time.perf_counter()
     trainer = FSDPTrainer(policy, 0, pub, ctx, state_every=0, activation_checkpointing=ac,
                           offload_optimizer=a.offload_optimizer, compile_blocks=a.compile_blocks,
-                          publish_dtype=policy.dtype)
+                          publish_dtype=policy.dtype, attention_backend=a.attention_backend)
+    if a.previous_optimizer:
+        use_previous_optimizer(trainer.opt)
+    if a.skip_publish:
+        trainer.publish = lambda timings=None: ckpt.version_dir(pub, trainer.version)
     step_profile.instrument(trainer)
     peak = step_metrics.peak_flops(dev)
     res["model"] = {"spec": model_spec(a.model, a.smoke), "parameters": policy.num_parameters(),
@@ -124,7 +169,11 @@ def main() -> None:
                     "vocab_size": policy.vocab_size, "dtype": str(policy.dtype), "build_s": round(build_s, 2),
                     "shard_s": round(time.perf_counter() - t0, 2), "activation_checkpointing": ac,
                     "offload_optimizer": a.offload_optimizer, "compile_blocks": a.compile_blocks,
-                    "packable": packed_attention.packable(policy), "packed_kernel": packed_attention.kernel_name(dev),
+                    "optimizer": "previous (multi-tensor AdamW, fp64 per-gradient norm)" if a.previous_optimizer
+                    else type(trainer.opt.opt).__name__ + (" fused" if trainer.opt.opt.defaults.get("fused") else ""),
+                    "attention_backend": a.attention_backend, "published_each_step": not a.skip_publish,
+                    "packable": packed_attention.packable(policy), "packed_kernel": packed_attention.kernel_name(dev, backend=a.attention_backend),
+                    "sdpa_cudnn_first": packed_attention.cudnn_preferred(dev, a.attention_backend),
                     "peak_flops": peak,
                     "memory_after_shard_bytes": torch.cuda.memory_allocated(dev) if dev.type == "cuda" else None}
     save()
@@ -175,9 +224,9 @@ def main() -> None:
                         row["top_kernels"] = step_profile.top_kernels(prof)
                     sec["steps"].append(row)
                     prev = ckpt.version_dir(pub, r["version"] - 1)
+                    last_path = None if a.skip_publish else r["path"]
                     if os.path.isdir(prev):
                         shutil.rmtree(prev)  # the disk holds few 8 GB versions
-                    last_path = r["path"]
                     print(f"{key} step {step}{' (profiled)' if profiling else ''}: train {row['train_ms'] / 1e3:.2f} s, "
                           f"{row['tokens_per_s']:.0f} tok/s, mfu {row['mfu']}, executed mfu {row['executed_mfu']}, "
                           f"peak {row['peak_memory_bytes'] / 2**30:.1f} GiB, publish {row['publish_ms'] / 1e3:.2f} s"

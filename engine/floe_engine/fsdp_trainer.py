@@ -67,7 +67,7 @@ class FSDPTrainer(Trainer):
     def __init__(self, policy: Policy, version: int, publish_dir: str, ctx: DistContext,
                  state_every: int = 1, state_keep: int = 1, activation_checkpointing: bool = False,
                  pack: bool = True, dense_pack_mask: bool = False, offload_optimizer: bool = False,
-                 compile_blocks: bool = False, **kw):
+                 compile_blocks: bool = False, attention_backend: str = "auto", **kw):
         self.ctx = ctx
         self.channel = CommandChannel(ctx)
         if getattr(policy, "kind", None) == "hf":
@@ -77,6 +77,8 @@ class FSDPTrainer(Trainer):
         self.activation_checkpointing = activation_checkpointing
         self.packing = pack and packed_attention.packable(policy)
         self.dense_pack_mask = dense_pack_mask  # the old dense [T, T] mask, for side-by-side benchmarks
+        packed_attention.cudnn_preferred(policy.device, attention_backend)  # an unknown name fails here
+        self.attention_backend = attention_backend  # packed_attention.BACKENDS
         self.state_every = int(state_every)
         self.state_keep = int(state_keep)
         self.resumed_from: Optional[str] = None
@@ -125,7 +127,7 @@ class FSDPTrainer(Trainer):
 
     def _score(self, samples: Sequence[dict]) -> List[List[float]]:
         try:
-            with torch.no_grad():
+            with torch.no_grad(), packed_attention.sdpa_preference(self.policy.device, self.attention_backend):
                 return self.root(lambda: score_samples(self.policy, samples))
         finally:
             reshard_all(self.root)
@@ -210,7 +212,8 @@ class FSDPTrainer(Trainer):
                                       self.ctx.world_size, peaks, self.peak_tflops)
 
     def _train_step(self, samples: List[dict], cfg: StepConfig) -> dict:
-        out = super()._train_step(samples, cfg)
+        with packed_attention.sdpa_preference(self.policy.device, self.attention_backend):
+            out = super()._train_step(samples, cfg)
         if self.state_every > 0 and self.steps % self.state_every == 0:
             t0 = time.perf_counter()
             trainer_state.save(self)

@@ -144,3 +144,37 @@ def test_qwen35_is_refused_packing_and_trains_padded():
     assert packed_attention.packable(_policy(QWEN3))
     with pytest.raises(ValueError, match="linear_attention"):
         full_sequence_logprobs(pol, _rows(), packed=True)
+
+
+def test_attention_backend_choice():
+    """cuDNN first only on CUDA (auto: Hopper; cudnn: asked for); the CPU keeps PyTorch's order and
+    the per-document kernel; an unknown name is refused; the context restores the packed kernel
+    choice it set."""
+    cpu = torch.device("cpu")
+    for backend in packed_attention.BACKENDS:
+        assert packed_attention.cudnn_preferred(cpu, backend) is False
+        assert packed_attention.kernel_name(cpu, torch.bfloat16, backend) == "sdpa_per_document"
+    with pytest.raises(ValueError, match="unknown attention backend 'fa3'"):
+        packed_attention.cudnn_preferred(cpu, "fa3")
+    with packed_attention.sdpa_preference(cpu, "flash"):
+        assert packed_attention._backend["name"] == "flash"
+        with packed_attention.sdpa_preference(cpu, "cudnn"):
+            assert packed_attention._backend["name"] == "cudnn"
+        assert packed_attention._backend["name"] == "flash"
+    assert packed_attention._backend["name"] == "auto"
+
+
+def test_attention_runs_outside_compiled_blocks():
+    """A compiled block breaks its graph at the attention call, so the SDPA kernel is chosen when
+    it runs (``sdpa_preference``), not fixed when the graph was traced."""
+    import torch._dynamo as dynamo
+    q = k = v = torch.randn(1, 2, 6, 8)
+
+    def f(x):
+        return packed_attention._attention_forward(None, x * 2, k, v, None)[0].sum()
+    explain = dynamo.explain(f)(q)
+    assert explain.graph_break_count >= 1
+
+    def control(x):
+        return F.scaled_dot_product_attention(x * 2, k, v, is_causal=True).sum()
+    assert dynamo.explain(control)(q).graph_break_count == 0

@@ -140,3 +140,48 @@ def test_master_weights_optimizer_keeps_bf16_module_in_sync():
         assert norm > 0
     for p, m in zip(lin.parameters(), opt.master):
         assert p.dtype == torch.bfloat16 and torch.equal(p, m.to(torch.bfloat16)) and p.grad is None
+
+
+def _params_with_grads(seed: int, scale: float = 3.0):
+    torch.manual_seed(seed)
+    ps = [torch.nn.Parameter(torch.randn(s)) for s in ((64, 32), (32,), (7, 5, 3))]
+    for p in ps:
+        p.grad = torch.randn_like(p) * scale
+    return ps
+
+
+def test_sharded_optimizer_adamw_is_fused_and_matches_the_loop_over_tensors():
+    """ShardedOptimizer's AdamW is PyTorch's fused one on the CPU; three steps give what the
+    plain loop-over-tensors AdamW gives, to fp32 rounding."""
+    from floe_engine.optimizers import ShardedOptimizer
+    ps, ref = _params_with_grads(0, 0.01), _params_with_grads(0, 0.01)
+    opt = ShardedOptimizer(ps)
+    assert opt.opt.defaults.get("fused") is True
+    plain = torch.optim.AdamW(ref, lr=1e-2, betas=(0.9, 0.99), weight_decay=0.1, eps=1e-8, foreach=False)
+    for g in opt.param_groups:
+        g["lr"], g["weight_decay"] = 1e-2, 0.1
+    for step in range(3):
+        if step:
+            for a, b in zip(ps, ref):
+                a.grad = torch.randn_like(a) * 0.01
+                b.grad = a.grad.clone()
+        assert opt.clip_and_step(100.0) < 100.0  # no clipping
+        plain.step()
+    for a, b in zip(ps, ref):
+        torch.testing.assert_close(a.detach(), b.detach(), rtol=1e-6, atol=1e-7)
+
+
+def test_sharded_optimizer_clips_by_the_global_norm():
+    """The multi-tensor norm is ``clip_grad_norm_``'s, and every gradient is scaled by
+    max_norm / norm before the step (SGD, whose step is proportional to the gradient, shows it).
+    Control: a max_norm above the norm leaves the gradients as they were."""
+    from floe_engine.optimizers import ShardedOptimizer
+    want = float(torch.nn.utils.clip_grad_norm_(_params_with_grads(1), float("inf")))
+    for max_norm, coef in ((1.0, 1.0 / (want + 1e-6)), (1e9, 1.0)):
+        ps, before = _params_with_grads(1), _params_with_grads(1)
+        opt = ShardedOptimizer(ps, kind="sgd")
+        for g in opt.param_groups:
+            g["lr"] = 0.5
+        assert opt.clip_and_step(max_norm) == pytest.approx(want, rel=1e-6)
+        for a, b in zip(ps, before):
+            torch.testing.assert_close(a.detach(), (b - 0.5 * coef * b.grad).detach(), rtol=1e-6, atol=1e-7)
